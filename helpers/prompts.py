@@ -1,0 +1,12 @@
+"""Prompts shared by notebooks 01 and 02, so an SFT checkpoint is a drop-in start for GRPO."""
+
+SYSTEM_PROMPT = """You are a careful arithmetic assistant.
+You will be given a chain of integer additions. Compute the result and submit it as a single number.
+Rules:
+1. Read the question carefully.
+2. Use the tool `answer` exactly once with your final number.
+3. The answer must be a single integer with no units or explanation.
+"""
+
+# chain_sum difficulty used by the seeds: sums of 2-3 two-digit numbers.
+CHAIN_SUM_CONFIG = {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2}

@@ -1,0 +1,50 @@
+"""Child-process entry point used by `helpers.servers.LocalServer`.
+
+    python -m helpers.serve module:app --port 8001 [--parent-pid PID] [--factory]
+
+Runs uvicorn on 127.0.0.1 and exits by itself when the parent process (a notebook kernel, a
+test run) disappears, so a crashed kernel never leaves a server holding a port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+
+
+def _exit_when_parent_dies(parent_pid: int) -> None:
+    while True:
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            pass  # exists, owned by someone else: still alive
+        if os.getppid() == 1:  # re-parented to init: our parent is gone
+            os._exit(0)
+        time.sleep(1.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("app", help="module:attribute of the ASGI app")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument("--factory", action="store_true", help="app is a function returning the app")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args()
+
+    if args.parent_pid:
+        threading.Thread(target=_exit_when_parent_dies, args=(args.parent_pid,), daemon=True).start()
+
+    import uvicorn
+
+    uvicorn.run(args.app, host=args.host, port=args.port, factory=args.factory,
+                log_level=args.log_level, ws_ping_interval=None)
+
+
+if __name__ == "__main__":
+    main()
