@@ -1,0 +1,114 @@
+"""Run notebooks with papermill and check them statically (the gate every notebook passes).
+
+Used by the tests, by `make` targets and by the Colab generator; notebooks never import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+# The GitHub home of this project, used by Colab badges and install cells. Change it in a fork.
+GITHUB_REPO = "agent-rl-notebooks/agent-rl-notebooks"
+COLAB_URL = f"https://colab.research.google.com/github/{GITHUB_REPO}/blob/main"
+
+
+def colab_badge(relative_path: str) -> str:
+    """Markdown for an "Open in Colab" badge pointing at `relative_path` in the repository."""
+    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+            f"({COLAB_URL}/{relative_path})")
+
+
+def numbered_notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def static_problems(path: str | os.PathLike, *, require_badge: bool = True) -> list[str]:
+    """Everything wrong with a notebook as committed; an empty list means it passes the gate."""
+    import nbformat
+
+    path = Path(path)
+    try:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # not JSON, or not valid nbformat
+        return [f"{path.name}: not a valid notebook ({exc})"]
+    problems = []
+    if not nb.metadata.get("kernelspec", {}).get("name"):
+        problems.append(f"{path.name}: metadata.kernelspec is missing (papermill needs it)")
+    if not nb.metadata.get("language_info", {}).get("name"):
+        problems.append(f"{path.name}: metadata.language_info is missing (papermill needs it)")
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count")):
+            problems.append(f"{path.name}: cell {i} has committed outputs; clear them")
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(tagged) != 1:
+        problems.append(f"{path.name}: needs exactly one cell tagged 'parameters', found {len(tagged)}")
+    if require_badge and (not nb.cells or "colab-badge.svg" not in nb.cells[0].source):
+        problems.append(f"{path.name}: the first cell must hold the Open-in-Colab badge")
+    return problems
+
+
+def run_notebook(path: str | os.PathLike, output: str | os.PathLike, parameters: dict | None = None,
+                 *, cwd: str | os.PathLike | None = None, timeout: int = 1800):
+    """Execute `path` with papermill into `output`, injecting `parameters`; returns the executed notebook."""
+    import papermill
+
+    return papermill.execute_notebook(
+        str(path), str(output), parameters=parameters or {}, cwd=str(cwd) if cwd else None,
+        kernel_name="python3", progress_bar=False, execution_timeout=timeout,
+    )
+
+
+def cell_outputs_text(executed: str | os.PathLike) -> str:
+    """All text a notebook printed, for tests that look for a line or scan for secrets."""
+    nb = json.loads(Path(executed).read_text())
+    chunks = []
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            if "text" in out:
+                chunks.append("".join(out["text"]))
+            for key in ("text/plain", "text/markdown"):
+                if key in out.get("data", {}):
+                    chunks.append("".join(out["data"][key]))
+            if out.get("output_type") == "error":
+                chunks.append("\n".join(out.get("traceback", [])))
+    return "\n".join(chunks)
+
+
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3"}
+
+
+def write_notebook(path: str | os.PathLike, cells: list[tuple[str, str]], metadata: dict | None = None) -> Path:
+    """Write a clean notebook from ("md" | "code" | "parameters", source) pairs.
+
+    "parameters" is a code cell tagged for papermill. Used to author notebooks from scripts and
+    by the Colab generator; outputs are never written.
+    """
+    import nbformat
+    from nbformat import v4
+
+    nb_cells = []
+    for kind, source in cells:
+        source = source.strip("\n")
+        if kind == "md":
+            nb_cells.append(v4.new_markdown_cell(source))
+        elif kind in ("code", "parameters"):
+            cell = v4.new_code_cell(source)
+            if kind == "parameters":
+                cell.metadata["tags"] = ["parameters"]
+            nb_cells.append(cell)
+        else:
+            raise ValueError(f"cell kind must be md, code or parameters, not {kind!r}")
+    nb = v4.new_notebook(cells=nb_cells, metadata={
+        "kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO, **(metadata or {})})
+    for i, cell in enumerate(nb.cells):  # stable ids keep diffs quiet
+        cell["id"] = f"cell-{i:02d}"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path

