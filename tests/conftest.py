@@ -50,3 +50,10 @@ def notebook_runner(tmp_path, monkeypatch):
     return run
 
 
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that execute a notebook are marked `notebook` (`make test-fast` skips them)."""
+    for item in items:
+        if "notebook_runner" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.notebook)

@@ -33,8 +33,7 @@ def test_tiny_toolcall_emits_a_parsable_tool_call():
     """The few seconds of SFT are what make the tiny CI profile exercise the tool path."""
     from trl.chat_template_utils import add_response_schema, parse_response
 
-    from helpers.models import _answer_tool_schema
-    from helpers.prompts import SYSTEM_PROMPT
+    from helpers.prompts import SYSTEM_PROMPT, answer_tool
 
     import reasoning_gym
 
@@ -44,7 +43,7 @@ def test_tiny_toolcall_emits_a_parsable_tool_call():
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
-    text = tokenizer.apply_chat_template(messages, tools=[_answer_tool_schema()], add_generation_prompt=True,
+    text = tokenizer.apply_chat_template(messages, tools=[answer_tool], add_generation_prompt=True,
                                          tokenize=False, enable_thinking=False)
     inputs = tokenizer(text, return_tensors="pt")
     with torch.no_grad():

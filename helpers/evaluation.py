@@ -1,0 +1,137 @@
+"""Held-out evaluation of a tool-calling policy against a reasoning_gym environment server.
+
+The training reward says how the policy did on the questions it trained on. This asks the same
+environment for a fixed, seeded question set that training never uses, lets the model answer each
+with one greedy generation, parses the tool call the way TRL does, and lets the environment score
+it. Two numbers come back, each with a 95 % Wilson interval:
+
+    format_compliance  share of answers that were a valid `answer` tool call
+    accuracy           mean environment score (a reply without a valid tool call scores 0)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+
+from helpers.prompts import SYSTEM_PROMPT, answer_tool
+
+EVAL_SEED = 999_999  # training envs draw random seeds; this fixed one is reserved for evaluation
+
+
+def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % interval for a proportion; sane at 0 % and 100 %, unlike the normal approximation."""
+    if n == 0:
+        return (0.0, 0.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass
+class EvalResult:
+    n: int
+    format_compliance: float
+    accuracy: float
+    format_ci: tuple[float, float]
+    accuracy_ci: tuple[float, float]
+    samples: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        d = asdict(self)
+        d.pop("samples")
+        return d
+
+    def __str__(self) -> str:
+        return (f"n={self.n}  format compliance {self.format_compliance:.1%} "
+                f"[{self.format_ci[0]:.0%}, {self.format_ci[1]:.0%}]  accuracy {self.accuracy:.1%} "
+                f"[{self.accuracy_ci[0]:.0%}, {self.accuracy_ci[1]:.0%}]")
+
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+
+
+def parse_answer_call(text: str) -> str | None:
+    """The `answer` argument of the first well-formed `answer` tool call in `text`, else None."""
+    match = _TOOL_CALL.search(text)
+    if not match:
+        return None
+    try:
+        call = json.loads(match.group(1))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(call, dict) or call.get("name") != "answer":
+        return None
+    args = call.get("arguments")
+    if isinstance(args, str):  # some models emit the arguments as a JSON string
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(args, dict) or "answer" not in args:
+        return None
+    return str(args["answer"])
+
+
+def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools=None,
+                     max_new_tokens: int = 64, batch_size: int = 8, progress: bool = True) -> list[str]:
+    """Greedy replies for each conversation, batched and left-padded; special tokens kept out."""
+    import torch
+    from tqdm.auto import tqdm
+
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval()
+    replies = []
+    batches = range(0, len(conversations), batch_size)
+    for start in tqdm(batches, desc="generating", disable=not progress):
+        texts = [tokenizer.apply_chat_template(c, tools=tools, add_generation_prompt=True, tokenize=False,
+                                               enable_thinking=False)
+                 for c in conversations[start:start + batch_size]]
+        inputs = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+        with torch.no_grad():
+            out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id)
+        for row in out[:, inputs["input_ids"].shape[1]:]:
+            replies.append(tokenizer.decode(row, skip_special_tokens=False)
+                           .replace(tokenizer.pad_token, "").split(tokenizer.eos_token)[0])
+    return replies
+
+
+def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "chain_sum",
+                    dataset_config: dict | None = None, n: int = 50, seed: int = EVAL_SEED,
+                    system_prompt: str = SYSTEM_PROMPT, max_new_tokens: int = 64,
+                    batch_size: int = 8, progress: bool = True) -> EvalResult:
+    """Score `model` on `n` held-out questions served by the reasoning_gym env at `base_url`."""
+    from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
+
+    with ReasoningGymEnv(base_url=base_url).sync() as env:
+        first = env.reset(dataset_name=dataset_name, dataset_config=dataset_config or {}, seed=seed, size=n)
+        questions = [first.observation.question] + [env.reset().observation.question for _ in range(n - 1)]
+        conversations = [[{"role": "system", "content": system_prompt}, {"role": "user", "content": q}]
+                         for q in questions]
+        replies = generate_replies(model, tokenizer, conversations, tools=[answer_tool],
+                                   max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress)
+        # replay the same questions in order and let the environment score each answer
+        env.reset(dataset_name=dataset_name, dataset_config=dataset_config or {}, seed=seed, size=n)
+        samples = []
+        for i, (question, reply) in enumerate(zip(questions, replies)):
+            if i:
+                env.reset()
+            answer = parse_answer_call(reply)
+            score = 0.0
+            correct = None
+            if answer is not None:
+                step = env.step(ReasoningGymAction(answer=answer))
+                score, correct = float(step.observation.score or 0.0), step.observation.correct_answer
+            samples.append({"question": question, "reply": reply, "answer": answer, "score": score,
+                            "correct_answer": correct})
+    formatted = sum(s["answer"] is not None for s in samples)
+    total = sum(s["score"] for s in samples)
+    return EvalResult(n=n, format_compliance=formatted / n, accuracy=total / n,
+                      format_ci=wilson_interval(formatted, n), accuracy_ci=wilson_interval(total, n),
+                      samples=samples)

@@ -1,0 +1,31 @@
+"""The static gate every notebook passes: valid nbformat, kernelspec, no outputs, one
+`parameters` cell, a Colab badge first. Runs in a second, before anything is executed."""
+
+import pytest
+
+from helpers.notebooks import NOTEBOOKS_DIR, numbered_notebooks, static_problems, write_notebook
+
+NOTEBOOKS = numbered_notebooks()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_numbered_notebook_passes_the_gate(path):
+    assert static_problems(path) == []
+
+
+def test_only_numbered_notebooks_live_in_notebooks_dir():
+    stray = [p.name for p in NOTEBOOKS_DIR.glob("*.ipynb") if p not in NOTEBOOKS]
+    assert not stray, f"name notebooks NN_topic.ipynb: {stray}"
+
+
+def test_gate_catches_each_problem(tmp_path):
+    bad = write_notebook(tmp_path / "bad.ipynb", [("md", "# no badge"), ("code", "x = 1")])
+    import nbformat
+
+    nb = nbformat.read(bad, as_version=4)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    del nb.metadata["kernelspec"]
+    nbformat.write(nb, bad)
+    problems = "\n".join(static_problems(bad))
+    for expected in ("kernelspec", "committed outputs", "tagged 'parameters'", "Colab badge"):
+        assert expected in problems
