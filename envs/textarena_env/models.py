@@ -1,0 +1,70 @@
+"""Typed wire models of the TextArena environment (Wordle-v0 by default).
+
+They follow the upstream OpenEnv `textarena_env` that the seeds install from a Space, so code
+written against it (`TextArenaAction(message=...)`, `observation.prompt`, `observation.messages`)
+runs unchanged here. Additions, all typed fields because OpenEnv strips `Observation.metadata`
+before it reaches the client:
+
+- `last_message`: what the game said in reply to the last action (feedback, an invalid-move
+  reason, or the outcome): exactly what a player reads before the next guess.
+- Wordle's board: `guesses` and `feedback` (one "XGYXX" string per accepted guess), plus
+  `guesses_left`, `invalid_move`, `won`, and `secret_word` (revealed only once the game is over).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from openenv.core.env_server.types import Action, Observation, State
+from pydantic import BaseModel, Field
+
+
+class TextArenaMessage(BaseModel):
+    """One message of the game transcript."""
+
+    sender_id: int = Field(..., description="-1 for the game, else the player id.")
+    content: str = Field(..., description="The text.")
+    category: str = Field(
+        ..., description="TextArena's ObservationType name: PROMPT, PLAYER_ACTION, GAME_MESSAGE, GAME_ADMIN, ..."
+    )
+
+
+class TextArenaAction(Action):
+    """What the player says; for Wordle a guess in square brackets, e.g. "[crane]"."""
+
+    message: str = Field(..., description="The player's move as text.")
+
+
+class TextArenaObservation(Observation):
+    """The game as the player sees it after reset or after a step."""
+
+    prompt: str = Field(default="", description="The game's instructions (fixed for an episode).")
+    messages: List[TextArenaMessage] = Field(
+        default_factory=list, description="The whole transcript of the episode so far."
+    )
+    last_message: str = Field(default="", description="The game's reply to the last action.")
+    current_player_id: int = Field(default=0, description="Whose turn it is.")
+    legal_players: List[int] = Field(default_factory=list, description="Player ids in the game.")
+    info: Dict[str, Any] = Field(default_factory=dict, description="TextArena's step info.")
+    guesses: List[str] = Field(default_factory=list, description="Wordle: accepted guesses, lowercase.")
+    feedback: List[str] = Field(
+        default_factory=list, description="Wordle: one 'G'/'Y'/'X' string per accepted guess."
+    )
+    guesses_left: Optional[int] = Field(default=None, description="Wordle: guesses remaining.")
+    invalid_move: bool = Field(default=False, description="The last action was refused (and not counted).")
+    won: bool = Field(default=False, description="Wordle: the secret word was guessed.")
+    secret_word: Optional[str] = Field(default=None, description="Wordle: revealed once the game is over.")
+
+
+class TextArenaState(State):
+    """Server-side state of one session (`episode_id`, `step_count` come from the base)."""
+
+    env_id: str = Field(default="Wordle-v0", description="The TextArena game served.")
+    num_players: int = Field(default=1, description="Players in the game.")
+    turn: int = Field(default=0, description="TextArena's turn counter (invalid moves do not count).")
+    seed: Optional[int] = Field(default=None, description="The seed of the current episode, if given.")
+    done: bool = Field(default=False, description="Whether the current episode is over.")
+    last_reward: float = Field(default=0.0, description="Reward of the last step.")
+
+
+__all__ = ["TextArenaAction", "TextArenaMessage", "TextArenaObservation", "TextArenaState"]

@@ -1,0 +1,69 @@
+"""ASGI app of the TextArena environment (Wordle-v0 unless TEXTARENA_ENV_ID says otherwise).
+
+    MAX_CONCURRENT_ENVS=16 python -m uvicorn textarena_env.server.app:app --port 8001
+
+Each WebSocket session (`/ws`, what `TextArenaEnv` uses) gets its own game. MAX_CONCURRENT_ENVS
+(default 64) caps the open sessions; one more is refused with a CAPACITY_REACHED error frame.
+A rollout keeps one session per episode it plays at once, so size the cap to that. HTTP /reset
+and /step are stateless (a fresh game per call): use the WebSocket for episodes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from openenv.core.env_server.http_server import create_app
+
+from ..models import TextArenaAction, TextArenaObservation, TextArenaState
+from .environment import TextArenaEnvironment, env_id_from_env, template_game
+
+DEFAULT_MAX_CONCURRENT_ENVS = 64
+
+
+def max_concurrent_envs_from_env() -> int:
+    """MAX_CONCURRENT_ENVS as a positive int (default 64), or a clear error."""
+    raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
+    if not raw:
+        return DEFAULT_MAX_CONCURRENT_ENVS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"MAX_CONCURRENT_ENVS must be a positive integer, got {raw!r}.")
+    return int(raw)
+
+
+class _QuietWebSocketLifecycle(logging.Filter):
+    """Drop uvicorn's per-connection 'connection open/closed' INFO lines (thousands per run)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.INFO or record.getMessage() not in ("connection open", "connection closed")
+
+
+logging.getLogger("uvicorn.error").addFilter(_QuietWebSocketLifecycle())
+
+template_game(env_id_from_env())  # build the word lists now, not in the first session
+
+app = create_app(
+    TextArenaEnvironment,
+    TextArenaAction,
+    TextArenaObservation,
+    env_name="textarena",
+    max_concurrent_envs=max_concurrent_envs_from_env(),
+    state_cls=TextArenaState,
+)
+
+
+def main() -> None:
+    """``python -m textarena_env.server.app [--host H] [--port P]``."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    args = parser.parse_args()
+    uvicorn.run(app, host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()
