@@ -1,0 +1,94 @@
+"""API-drift gate: every trl / openenv / openreward name the notebooks and helpers use exists in the
+installed versions. No training; the gate only imports the packages and reads signatures.
+
+With the pins this guards against code written from old tutorials; in CI's weekly "latest" job it is
+the first test to say which keyword or module a new release removed.
+"""
+
+import pytest
+
+from helpers.drift import check_file, check_notebook, default_paths, drift_problems
+from helpers.notebooks import write_notebook
+
+PATHS = default_paths()
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
+def test_repo_uses_only_apis_that_exist(path):
+    problems = drift_problems([path])
+    assert not problems, "API drift against the installed packages:\n" + "\n".join(problems)
+
+
+def test_gate_covers_notebooks_helpers_and_envs():
+    names = {p.parent.name if p.suffix == ".py" else p.suffix for p in PATHS}
+    assert "helpers" in names and any(p.match("envs/*/*.py") or p.match("envs/*/*/*.py") for p in PATHS)
+
+
+def _notebook(tmp_path, *code_cells):
+    cells = [("md", "# t"), ("parameters", "PROFILE = None")] + [("code", c) for c in code_cells]
+    return write_notebook(tmp_path / "99_drift.ipynb", cells)
+
+
+def test_flags_removed_grpo_config_keyword_with_cell_and_line(tmp_path):
+    nb = _notebook(tmp_path, "x = 1", "from trl import GRPOConfig\n\nconfig = GRPOConfig(\n"
+                   "    output_dir='o',\n    max_prompt_length=256,\n    max_completion_length=64,\n)")
+    problems = check_notebook(nb)
+    assert len(problems) == 1, problems
+    # cells: 0 md, 1 parameters, 2 "x = 1", 3 the config; the bad keyword is on line 5 of that cell
+    assert "99_drift.ipynb cell 3, line 5" in problems[0]
+    assert "max_prompt_length" in problems[0] and "GRPOConfig" in problems[0] and "trl 1.16" in problems[0]
+
+
+def test_flags_removed_trl_experimental_openenv_module(tmp_path):
+    nb = _notebook(tmp_path, "%pip install -q trl\nfrom trl.experimental.openenv import generate_rollout_completions\n"
+                             "out = generate_rollout_completions(trainer, prompts=prompts)")
+    problems = check_notebook(nb)
+    assert len(problems) == 1, problems  # reported once at the import, not again at the call
+    assert "cell 2, line 2" in problems[0] and "trl.experimental.openenv" in problems[0]
+
+
+def test_flags_imports_attributes_and_trainer_keywords_in_python_files(tmp_path):
+    source = tmp_path / "train.py"
+    source.write_text(
+        "import trl\n"                                                     # 1
+        "import trl.experimental.openenv as oe\n"                          # 2
+        "from trl import GRPOTrainer, SFTConfig as Cfg\n"                  # 3
+        "from openenv.core import NotAnOpenEnvName\n"                      # 4
+        "trainer = GRPOTrainer(model='m', environment_factory=f, env_factory=f)\n"  # 5
+        "sft = Cfg(assistant_only_loss=True, max_seq_length=128)\n"        # 6
+        "cfg = trl.GRPOConfig(use_vllm=True, vllm_mode='server', vllm_server_url='x')\n"  # 7
+        "fn = trl.experimental.openenv.generate_rollout_completions\n"     # 8
+    )
+    problems = check_file(source)
+    by_line = {p.split(":")[1]: p for p in problems}
+    assert set(by_line) == {"2", "4", "5", "6", "7"}, problems  # line 8: reported at line 2 already
+    assert "trl.experimental.openenv" in by_line["2"]
+    assert "NotAnOpenEnvName" in by_line["4"] and "openenv" in by_line["4"]
+    assert "GRPOTrainer(env_factory=" in by_line["5"] and "environment_factory" not in by_line["5"].split(":")[2]
+    assert "SFTConfig(max_seq_length=" in by_line["6"] and "max_length" in by_line["6"]  # the suggestion
+    assert "vllm_server_url" in by_line["7"] and "vllm_server_base_url" in by_line["7"]
+
+
+def test_flags_missing_attribute_reached_through_a_module(tmp_path):
+    source = tmp_path / "attr.py"
+    source.write_text("import trl\nfrom trl import experimental\nx = trl.experimental.openenv\ny = experimental.nope\n")
+    problems = check_file(source)
+    assert [p.split(":")[1] for p in problems] == ["3", "4"], problems
+
+
+def test_current_api_and_guarded_fallbacks_pass(tmp_path):
+    source = tmp_path / "ok.py"
+    source.write_text(
+        "from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer\n"
+        "from trl.experimental.openreward import OpenRewardSpec\n"
+        "from openenv.core import EnvClient\n"
+        "try:\n    from trl.experimental.openenv import generate_rollout_completions\n"
+        "except ImportError:\n    generate_rollout_completions = None\n"
+        "c = GRPOConfig(output_dir='o', max_completion_length=8, use_cpu=True, bf16=False, num_generations=2,\n"
+        "               use_vllm=False, vllm_mode='colocate', report_to='trackio', **extra)\n"
+        "s = SFTConfig(output_dir='o', assistant_only_loss=True, max_length=128)\n"
+        "t = GRPOTrainer(model='m', args=c, reward_funcs=[f], environment_factory=F, rollout_func=None)\n"
+        "u = SFTTrainer(model='m', args=s, train_dataset=d, processing_class=tok)\n"
+        "spec = OpenRewardSpec('http://127.0.0.1:1', num_tasks=4)\n"
+    )
+    assert check_file(source) == []
