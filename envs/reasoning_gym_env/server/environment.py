@@ -1,0 +1,264 @@
+"""The reasoning_gym environment: one question per episode, scored by reasoning_gym itself.
+
+Semantics (the ones the seed tutorials rely on):
+
+- ``reset(dataset_name=, dataset_config=, seed=, size=)`` builds a dataset with
+  ``reasoning_gym.create_dataset(name, seed=seed, size=size, **config)`` and serves its first
+  question. Arguments left out are filled in as follows: ``dataset_name`` keeps the current
+  dataset; ``dataset_config`` keeps the current config when ``dataset_name`` is left out and is
+  ``{}`` (reasoning_gym's defaults) when a dataset is named; ``seed`` and ``size`` keep the
+  current ones.
+- ``reset()`` with none of these serves the next question of the same dataset, wrapping around
+  after the last one. Re-sending the dataset arguments would rebuild the dataset and rewind to
+  its first question.
+- When the very first reset of a session names no dataset, the session serves the default:
+  ``chain_sum`` with the seeds' config ``{min_terms: 2, max_terms: 3, min_digits: 2,
+  max_digits: 2}``, seed 0, size 1000 (`DEFAULT_DATASET`).
+- ``step(ReasoningGymAction(answer=...))`` scores the answer with the dataset's
+  ``score_answer``, reveals ``correct_answer`` and ``dataset_metadata``, and ends the episode:
+  ``done=True``, ``reward=score``.
+
+Errors never kill a session. A bad reset (unknown dataset, unknown config key, invalid value)
+raises a ``DatasetError`` (a ``ValueError``) whose message says what is valid; the server sends
+it to the client as an error frame and the session keeps its previous dataset. A step that cannot be scored (before any
+reset, or after the episode is done) returns an observation with ``error`` set, ``done=True`` and
+no reward. Malformed actions are refused by OpenEnv's validation before they get here (an error
+frame naming the field); the session stays usable.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import uuid
+from dataclasses import fields, is_dataclass
+from typing import Any, Dict, Optional
+
+import reasoning_gym
+from openenv.core.env_server.interfaces import Environment
+from reasoning_gym.factory import DATASETS
+
+from ..models import ReasoningGymAction, ReasoningGymObservation, ReasoningGymState
+
+logger = logging.getLogger(__name__)
+
+#: What a session serves when its first reset names no dataset (the seed tutorials' setup).
+DEFAULT_DATASET: Dict[str, Any] = {
+    "dataset_name": "chain_sum",
+    "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
+    "seed": 0,
+    "size": 1000,
+}
+
+
+class DatasetError(ValueError):
+    """A reset asked for a dataset that cannot be built; the message says what is valid."""
+
+
+def dataset_names() -> list[str]:
+    """All dataset names reasoning_gym registers, sorted."""
+    return sorted(DATASETS)
+
+
+def _unknown_dataset_message(name: Any) -> str:
+    names = dataset_names()
+    close = difflib.get_close_matches(str(name), names, n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return (
+        f"Unknown reasoning_gym dataset_name {name!r}.{hint} "
+        f"Valid names ({len(names)}): {', '.join(names)}"
+    )
+
+
+def _config_fields(name: str) -> list[str]:
+    config_cls = DATASETS[name][1]
+    if is_dataclass(config_cls):
+        return [f.name for f in fields(config_cls)]
+    return []
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe copy (tuples become lists, odd objects their str)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _as_int(name: str, value: Any, minimum: Optional[int] = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        # JSON has one number type: accept 7.0 but not 7.5 or "7".
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise DatasetError(f"{name} must be an integer, got {value!r}.")
+    if minimum is not None and value < minimum:
+        raise DatasetError(f"{name} must be >= {minimum}, got {value}.")
+    return value
+
+
+def build_dataset(name: Any, config: Dict[str, Any], seed: int, size: int):
+    """`reasoning_gym.create_dataset` with error messages that say what is valid."""
+    if not isinstance(name, str) or name not in DATASETS:
+        raise DatasetError(_unknown_dataset_message(name))
+    misplaced = sorted(k for k in config if k in ("seed", "size"))
+    if misplaced:
+        raise DatasetError(
+            f"Pass {' and '.join(misplaced)} to reset() directly, not inside dataset_config."
+        )
+    valid = [k for k in _config_fields(name) if k not in ("seed", "size")]
+    unknown = sorted(k for k in config if k not in valid)
+    if unknown:
+        raise DatasetError(
+            f"Unknown dataset_config key(s) for {name!r}: {', '.join(unknown)}. "
+            f"Valid keys: {', '.join(valid)}"
+        )
+    try:
+        return reasoning_gym.create_dataset(name, seed=seed, size=size, **config)
+    except (AssertionError, TypeError, ValueError) as exc:
+        detail = str(exc) or type(exc).__name__
+        raise DatasetError(f"Invalid dataset_config for {name!r} ({config}): {detail}") from exc
+
+
+class ReasoningGymEnvironment(
+    Environment[ReasoningGymAction, ReasoningGymObservation, ReasoningGymState]
+):
+    """One reasoning_gym question per episode. Each WebSocket session gets its own instance."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._dataset = None  # built lazily by the first reset
+        self._spec: Optional[Dict[str, Any]] = None
+        self._index: Optional[int] = None
+        self._entry: Optional[Dict[str, Any]] = None
+        self._done = False
+        self._state = ReasoningGymState(episode_id=None, step_count=0)
+
+    # -- reset -------------------------------------------------------------------------------
+
+    def reset(
+        self,
+        seed: Optional[int] = None,
+        episode_id: Optional[str] = None,
+        dataset_name: Optional[str] = None,
+        dataset_config: Optional[Dict[str, Any]] = None,
+        size: Optional[int] = None,
+        **kwargs: Any,
+    ) -> ReasoningGymObservation:
+        if kwargs:
+            raise DatasetError(
+                f"Unknown reset argument(s): {', '.join(sorted(kwargs))}. "
+                "Valid: dataset_name, dataset_config, seed, size, episode_id."
+            )
+        rebuild = any(v is not None for v in (dataset_name, dataset_config, seed, size))
+        if rebuild or self._dataset is None:
+            spec = self._resolve_spec(dataset_name, dataset_config, seed, size)
+            dataset = build_dataset(
+                spec["dataset_name"], spec["dataset_config"], spec["seed"], spec["size"]
+            )
+            index = 0
+        else:
+            spec, dataset = self._spec, self._dataset
+            index = (self._index + 1) % spec["size"]
+        entry = dataset[index]
+        # Only now commit: a bad reset leaves the session serving its previous dataset.
+        self._spec, self._dataset, self._index, self._entry = spec, dataset, index, entry
+        self._done = False
+        self._state = ReasoningGymState(
+            episode_id=episode_id or str(uuid.uuid4()),
+            step_count=0,
+            dataset_name=self._spec["dataset_name"],
+            dataset_config=dict(self._spec["dataset_config"]),
+            seed=self._spec["seed"],
+            size=self._spec["size"],
+            question_index=self._index,
+            done=False,
+        )
+        return ReasoningGymObservation(question=str(self._entry["question"]), done=False, reward=None)
+
+    def _resolve_spec(self, dataset_name, dataset_config, seed, size) -> Dict[str, Any]:
+        base = self._spec or DEFAULT_DATASET
+        if dataset_config is not None:
+            if isinstance(dataset_config, str):  # e.g. straight from a --dataset-config flag
+                try:
+                    dataset_config = json.loads(dataset_config)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"dataset_config is not valid JSON: {exc}") from exc
+            if not isinstance(dataset_config, dict):
+                raise DatasetError(
+                    f"dataset_config must be a dict of config values, got {dataset_config!r}."
+                )
+            config = dict(dataset_config)
+        elif dataset_name is None:
+            config = dict(base["dataset_config"])
+        else:
+            config = {}
+        return {
+            "dataset_name": dataset_name if dataset_name is not None else base["dataset_name"],
+            "dataset_config": config,
+            "seed": _as_int("seed", seed) if seed is not None else base["seed"],
+            "size": _as_int("size", size, minimum=1) if size is not None else base["size"],
+        }
+
+    # -- step --------------------------------------------------------------------------------
+
+    def step(
+        self, action: ReasoningGymAction, timeout_s: Optional[float] = None, **kwargs: Any
+    ) -> ReasoningGymObservation:
+        if not isinstance(action, ReasoningGymAction):
+            return self._error(
+                f"Expected ReasoningGymAction(answer=...), got {type(action).__name__}."
+            )
+        if self._entry is None:
+            return self._error(
+                "No question yet: call reset() before step(), on the same session (over HTTP, "
+                "every /step gets a fresh environment: use the WebSocket client for episodes)."
+            )
+        if self._done:
+            return self._error(
+                "This question was already answered: call reset() for the next question."
+            )
+
+        entry = self._entry
+        try:
+            score = float(self._dataset.score_answer(action.answer, entry=entry))
+        except Exception:  # a scorer choking on odd input means the answer is wrong
+            logger.warning("score_answer failed on %r; scoring 0.0", action.answer, exc_info=True)
+            score = 0.0
+        self._done = True
+        self._state.step_count += 1
+        self._state.done = True
+
+        metadata = _plain(entry.get("metadata") or {})
+        correct = entry.get("answer")
+        if correct is None:  # datasets with many valid answers (propositional_logic) give one
+            correct = metadata.get("example_answer")
+        return ReasoningGymObservation(
+            question=str(entry["question"]),
+            score=score,
+            correct_answer=None if correct is None else str(correct),
+            dataset_metadata=metadata,
+            done=True,
+            reward=score,
+        )
+
+    def _error(self, message: str) -> ReasoningGymObservation:
+        return ReasoningGymObservation(
+            question=str(self._entry["question"]) if self._entry else "",
+            error=message,
+            done=True,
+            reward=None,
+        )
+
+    @property
+    def state(self) -> ReasoningGymState:
+        return self._state
+
+
+__all__ = [
+    "DEFAULT_DATASET",
+    "DatasetError",
+    "ReasoningGymEnvironment",
+    "build_dataset",
+    "dataset_names",
+]
