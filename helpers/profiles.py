@@ -22,6 +22,21 @@ PROFILE_NAMES = ("tiny", "cpu", "gpu")
 
 # notebook -> profile -> settings. Every profile of a notebook has the same keys.
 NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
+    # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
+    "04_openreward_spec": {
+        "tiny": {"model": "tiny-toolcall", "warm_start": False, "num_tasks": 16, "max_steps": 2,
+                 "batch_size": 4, "num_generations": 2, "max_completion_length": 48,
+                 "max_tool_calling_iterations": 2, "learning_rate": 1e-5, "eval_tasks": 6,
+                 "eval_max_new_tokens": 48, "report_to": "trackio"},
+        "cpu": {"model": "smollm2-135m", "warm_start": True, "num_tasks": 256, "max_steps": 30,
+                "batch_size": 8, "num_generations": 4, "max_completion_length": 96,
+                "max_tool_calling_iterations": 3, "learning_rate": 5e-6, "eval_tasks": 30,
+                "eval_max_new_tokens": 64, "report_to": "trackio"},
+        "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "num_tasks": 512, "max_steps": 200,
+                "batch_size": 8, "num_generations": 8, "max_completion_length": 512,
+                "max_tool_calling_iterations": 6, "learning_rate": 1e-6, "eval_tasks": 100,
+                "eval_max_new_tokens": 256, "report_to": "trackio"},
+    },
     "harness_smoke": {
         "tiny": {"dataset_name": "chain_sum", "episodes": 3},
         "cpu": {"dataset_name": "chain_sum", "episodes": 10},

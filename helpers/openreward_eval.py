@@ -1,0 +1,147 @@
+"""Evaluate a tool-calling policy on an ORS split, through the same adapter the trainer uses.
+
+`OpenRewardSpec(target, split="test")` gives the held-out task list and the per-episode
+environment TRL trains with. For each task this opens a session (`reset`), lets the model reply
+greedily with the environment's tools in the prompt, runs every tool call it makes against the
+server, feeds the results back, and stops when a tool says `finished` or the model stops calling
+tools. The environment's own reward is the score; an episode that never earns one scores 0.
+
+    result = evaluate_on_split(model, tokenizer, ors.url, split="test", n=30)
+    print(result)              # accuracy, answered share, calculator use, by difficulty
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from helpers.evaluation import generate_replies, wilson_interval
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+
+
+def parse_tool_calls(text: str) -> list[dict]:
+    """Every well-formed `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` in `text`."""
+    calls = []
+    for match in _TOOL_CALL.finditer(text):
+        try:
+            call = json.loads(match.group(1))
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            continue
+        args = call.get("arguments", {})
+        if isinstance(args, str):  # some models emit the arguments as a JSON string
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                continue
+        if isinstance(args, dict):
+            calls.append({"name": call["name"], "arguments": args})
+    return calls
+
+
+def environment_tools(environment) -> list:
+    """The environment's tool methods, collected the way GRPOTrainer collects them."""
+    return [getattr(environment, name) for name, _ in inspect.getmembers(type(environment), inspect.isfunction)
+            if name not in ("reset", "get_reward") and not name.startswith("_")]
+
+
+@dataclass
+class SplitEvalResult:
+    split: str
+    n: int
+    accuracy: float            # mean environment reward, unscored episodes counted as 0
+    answered: float            # share of episodes the environment scored at all
+    tool_use: dict             # tool name -> share of episodes that called it at least once
+    by_difficulty: dict        # metadata "difficulty" -> accuracy (when the tasks carry one)
+    accuracy_ci: tuple[float, float]
+    samples: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        d = asdict(self)
+        d.pop("samples")
+        return d
+
+    def __str__(self) -> str:
+        lo, hi = self.accuracy_ci
+        tools = ", ".join(f"{k} {v:.0%}" for k, v in sorted(self.tool_use.items()))
+        diff = ", ".join(f"{k} {v:.0%}" for k, v in self.by_difficulty.items())
+        return (f"{self.split} split, n={self.n}: accuracy {self.accuracy:.1%} [{lo:.0%}, {hi:.0%}]  "
+                f"answered {self.answered:.0%}  tool use: {tools or 'none'}" + (f"  by difficulty: {diff}" if diff else ""))
+
+
+def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: int = 30, max_turns: int = 4,
+                      max_new_tokens: int = 96, batch_size: int = 8, system_prompt: str | None = None,
+                      progress: bool = True) -> SplitEvalResult:
+    """Greedy multi-turn episodes on the first `n` tasks of `split` of the ORS env at `target`.
+
+    `system_prompt`, if given, is put before the task prompt, as the training data had it.
+    """
+    from trl.experimental.openreward import OpenRewardSpec
+
+    spec = OpenRewardSpec(target, split=split, num_tasks=n)
+    tasks = spec.train_dataset  # the spec's task list; here a held-out split
+    make_env = spec.environment_factory
+    episodes = []
+    for row in tasks:
+        env = make_env()
+        prompt = [dict(m) for m in row["prompt"]]
+        prompt[-1]["content"] += env.reset(**row)  # what TRL does with reset()'s string
+        if system_prompt and prompt[0]["role"] != "system":
+            prompt = [{"role": "system", "content": system_prompt}] + prompt
+        episodes.append({"env": env, "messages": prompt, "calls": [], "done": False, "row": row})
+    tools = environment_tools(episodes[0]["env"])
+
+    for _ in range(max_turns):
+        active = [e for e in episodes if not e["done"]]
+        if not active:
+            break
+        replies = generate_replies(model, tokenizer, [e["messages"] for e in active], tools=tools,
+                                   max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress)
+        for episode, reply in zip(active, replies):
+            calls = parse_tool_calls(reply)
+            text = _TOOL_CALL.sub("", reply).replace("<|im_end|>", "").strip()
+            if not calls:
+                episode["messages"].append({"role": "assistant", "content": text})
+                episode["done"] = True
+                continue
+            episode["messages"].append({"role": "assistant", "content": text, "tool_calls": [
+                {"type": "function", "function": call} for call in calls]})
+            for call in calls:
+                method = getattr(episode["env"], call["name"], None)
+                try:
+                    if method is None or call["name"].startswith("_") or call["name"] == "reset":
+                        raise ValueError(f"Tool {call['name']} not found.")
+                    result = method(**call["arguments"])
+                except Exception as exc:  # bad arguments go back to the model, as in training
+                    result = {"error": str(exc)}
+                episode["calls"].append(call["name"])
+                episode["messages"].append({"role": "tool", "name": call["name"], "content": str(result)})
+            episode["done"] = episode["env"].finished
+
+    samples = []
+    for episode in episodes:
+        env = episode["env"]
+        samples.append({"task": {k: v for k, v in episode["row"].items() if k != "prompt"},
+                        "reward": env.reward, "score": float(env.reward or 0.0), "tool_calls": episode["calls"],
+                        "messages": episode["messages"]})
+        env._close()  # delete the session on the server
+    total = sum(s["score"] for s in samples)
+    used = defaultdict(int)
+    for s in samples:
+        for name in set(s["tool_calls"]):
+            used[name] += 1
+    groups = defaultdict(list)
+    for s in samples:
+        if s["task"].get("difficulty") is not None:
+            groups[s["task"]["difficulty"]].append(s["score"])
+    return SplitEvalResult(
+        split=split, n=len(samples), accuracy=total / len(samples),
+        answered=sum(s["reward"] is not None for s in samples) / len(samples),
+        tool_use={name: count / len(samples) for name, count in used.items()},
+        by_difficulty={k: sum(v) / len(v) for k, v in sorted(groups.items())},
+        accuracy_ci=wilson_interval(total, len(samples)), samples=samples)

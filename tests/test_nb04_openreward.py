@@ -1,0 +1,95 @@
+"""Notebook 04 and TRL's real OpenRewardSpec against the local calculator_env ORS server."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from helpers.notebooks import cell_outputs_text
+from helpers.openreward_eval import environment_tools
+from helpers.openreward_local import LocalORSServer
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+@pytest.fixture(scope="module")
+def ors(tmp_path_factory):
+    with LocalORSServer("calculator_env.server:app", log_dir=tmp_path_factory.mktemp("ors-logs")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def spec(ors):
+    from trl.experimental.openreward import OpenRewardSpec
+
+    return OpenRewardSpec(ors.url, num_tasks=12)
+
+
+def test_spec_dataset_has_the_task_columns_and_no_answer(spec):
+    from calculator_env import make_task
+
+    ds = spec.train_dataset
+    assert len(ds) == 12
+    assert set(ds.column_names) == {"prompt", "task_index", "id", "difficulty", "expression"}
+    assert ds["task_index"] == list(range(12))
+    assert ds[0]["prompt"] == [{"role": "user", "content": ""}]  # TRL appends the env's prompt at reset
+    assert ds[5]["expression"] == make_task("train", 5)["expression"]  # served by the env, in order
+
+
+def test_spec_adapter_binds_the_tools_and_reads_the_env_reward(spec):
+    from calculator_env import true_answer
+
+    env = spec.environment_factory()
+    assert sorted(t.__name__ for t in environment_tools(env)) == ["answer", "calculate"]
+    row = spec.train_dataset[2]
+    prompt = env.reset(**row)
+    assert row["expression"] in prompt
+    assert env.calculate(expression=row["expression"]) == str(true_answer(row))
+    assert env.reward is None and not env.finished  # the helper tool grants no reward
+    assert env.answer(answer=str(true_answer(row))) == "Correct."
+    assert env.reward == 1.0 and env.finished
+
+    wrong = spec.environment_factory()
+    wrong.reset(**spec.train_dataset[3])
+    wrong.answer(answer=str(true_answer(spec.train_dataset[3]) + 1))
+    silent = spec.environment_factory()
+    silent.reset(**spec.train_dataset[4])  # never calls a tool: unscored, not zero
+    assert spec.reward_funcs(environments=[env, wrong, silent]) == [1.0, 0.0, None]
+    for e in (env, wrong, silent):
+        e._close()
+
+
+def test_the_answer_never_appears_in_the_prompt_the_model_sees(spec):
+    from calculator_env import true_answer
+    from helpers.models import qwen3_tokenizer
+
+    tokenizer = qwen3_tokenizer()
+    env = spec.environment_factory()
+    for row in spec.train_dataset:
+        messages = [dict(m) for m in row["prompt"]]
+        messages[-1]["content"] += env.reset(**row)  # exactly what GRPOTrainer does
+        seen = tokenizer.apply_chat_template(messages, tools=environment_tools(env), tokenize=False,
+                                             add_generation_prompt=True, enable_thinking=False)
+        assert row["expression"] in seen
+        assert str(true_answer(row)) not in re.findall(r"-?\d+", seen), (row, seen)
+    env._close()
+
+
+@pytest.mark.notebook
+def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner):
+    metrics, executed = notebook_runner("04_openreward_spec")
+    assert metrics["profile"] == "tiny"
+    assert metrics["ors_target"] == "local"
+    assert metrics["num_tasks"] == 16
+    assert metrics["tools"] == ["answer", "calculate"]
+    assert len(metrics["reward_curve"]) == 2
+    assert all(0.0 <= r <= 1.0 for r in metrics["reward_curve"])
+    for key in ("reward_first", "reward_last", "test_accuracy_before", "test_accuracy_after",
+                "test_answered_before", "test_answered_after", "unscored_first", "unscored_last"):
+        assert 0.0 <= metrics[key] <= 1.0, key
+    assert metrics["eval_tasks"] == 6
+    text = cell_outputs_text(executed)
+    assert "answer    -> 'Correct.'  reward=1.0  finished=True" in text  # the hand-walked episode
+    assert "OPENREWARD_API_URL after stop: None" in text  # the SDK variables were restored
