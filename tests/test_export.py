@@ -1,0 +1,119 @@
+"""Notebook -> script export (helpers.export) for scale-out with `accelerate launch`.
+
+Unit tests run a small exported notebook as a real script; the `notebook`-marked tests export each
+training notebook that exists and run it with `accelerate launch --cpu` on PROFILE tiny, checking
+that it records its metrics like the notebook does.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers.export import ExportError, export, export_source
+from helpers.notebooks import numbered_notebooks, write_notebook
+
+# 00 connects to an environment and trains nothing; 01-04 train, and those are what scale out.
+TRAINING = [p for p in numbered_notebooks() if not p.name.startswith("00_")]
+ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
+              "--mixed_precision", "no", "--dynamo_backend", "no", "--cpu"]
+
+TOY_PARAMETERS = '''\
+PROFILE = None        # "tiny" | "cpu" | "gpu"; None = the hardware's
+MAX_STEPS = None      # None = the profile's value
+MODEL = None          # None = the profile's model;
+                      # or a Hub id
+LEARNING_RATE = 1e-5
+NAME = "run"
+PUSH_TO_HUB = False
+SIZES = {
+    "a": 1,
+}
+DERIVED = NAME.upper()
+'''
+
+TOY_BODY = '''\
+%matplotlib inline
+import json
+from IPython.display import display
+display({"shown": "only in a notebook"})
+for i in range(1):
+    !echo notebook shell
+    display(i)
+print(json.dumps({"profile": PROFILE, "max_steps": MAX_STEPS, "model": MODEL, "lr": LEARNING_RATE,
+                  "name": NAME, "push": PUSH_TO_HUB, "sizes": SIZES, "derived": DERIVED}))
+'''
+
+
+def _toy(tmp_path, *extra_cells):
+    cells = [("md", "# Toy export"), ("parameters", TOY_PARAMETERS), ("md", "## Run"), ("code", TOY_BODY)]
+    return write_notebook(tmp_path / "01_toy.ipynb", cells + [("code", c) for c in extra_cells])
+
+
+def _run(args, cwd, timeout=600):
+    return subprocess.run(args, capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env={**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"})
+
+
+def test_parameters_become_flags_with_notebook_defaults(tmp_path):
+    script = export(_toy(tmp_path), tmp_path / "toy.py")
+    text = script.read_text()
+    assert "%matplotlib" not in text.replace("# notebook only: %matplotlib", "")
+    assert "pass  # notebook only: !echo notebook shell" in text and "display(i)" not in text
+    defaults = _run([sys.executable, str(script)], tmp_path)
+    assert defaults.returncode == 0, defaults.stderr
+    assert json.loads(defaults.stdout.strip().splitlines()[-1]) == {
+        "profile": None, "max_steps": None, "model": None, "lr": 1e-5, "name": "run", "push": False,
+        "sizes": {"a": 1}, "derived": "RUN"}
+    given = _run([sys.executable, str(script), "--profile", "gpu", "--max-steps", "150", "--model",
+                  "Qwen/Qwen3-1.7B", "--learning-rate", "3e-6", "--name", "x", "--push-to-hub",
+                  "--sizes", "{'b': 2}"], tmp_path)
+    assert given.returncode == 0, given.stderr
+    assert json.loads(given.stdout.strip().splitlines()[-1]) == {
+        "profile": "gpu", "max_steps": 150, "model": "Qwen/Qwen3-1.7B", "lr": 3e-6, "name": "x", "push": True,
+        "sizes": {"b": 2}, "derived": "X"}
+    helptext = _run([sys.executable, str(script), "--help"], tmp_path).stdout
+    assert "None = the profile's model; or a Hub id" in " ".join(helptext.split())
+    assert "--no-push-to-hub" in helptext and "--derived" not in helptext  # not a literal: stays code
+    typo = _run([sys.executable, str(script), "--max-step", "3"], tmp_path)
+    assert typo.returncode == 2 and "--max-step" in typo.stderr
+
+
+def test_trl_config_overrides_reach_every_grpo_config(tmp_path):
+    cell = ("import trl\nfrom trl import GRPOConfig\n"
+            "c = GRPOConfig(output_dir='o', use_cpu=True, bf16=False, report_to='none')\n"
+            "print('CONFIG', c.vllm_mode, c.vllm_server_base_url, c.gradient_accumulation_steps, type(c).__mro__[1].__name__)")
+    script = export(_toy(tmp_path, cell), tmp_path / "toy.py")
+    run = _run([sys.executable, str(script), "--trl-config", "vllm_mode=server", "--trl-config",
+                "vllm_server_base_url=http://10.0.0.1:8000", "--trl-config", "gradient_accumulation_steps=8"], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "CONFIG server http://10.0.0.1:8000 8 GRPOConfig" in run.stdout
+    bad = _run([sys.executable, str(script), "--trl-config", "max_prompt_length=256"], tmp_path)
+    assert bad.returncode != 0 and "max_prompt_length" in bad.stderr
+
+
+def test_top_level_await_is_refused_with_the_cell(tmp_path):
+    with pytest.raises(ExportError, match=r"01_toy.ipynb cell 4, line 1: top-level `await`"):
+        export_source(_toy(tmp_path, "result = await client.reset()"))
+
+
+def test_toy_script_runs_under_accelerate_launch(tmp_path):
+    script = export(_toy(tmp_path), tmp_path / "toy.py")
+    run = _run(ACCELERATE + [str(script), "--max-steps", "2"], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1])["max_steps"] == 2
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("notebook", TRAINING, ids=[p.stem for p in TRAINING])
+def test_exported_training_notebook_runs_under_accelerate(notebook, tmp_path):
+    script = export(notebook, tmp_path / "scripts" / f"{notebook.stem}.py")
+    runs = tmp_path / "runs"
+    run = subprocess.run(ACCELERATE + [str(script), "--profile", "tiny"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=900,
+                         env={**os.environ, "AGENT_RL_RUNS": str(runs), "TRACKIO_DIR": str(tmp_path / "trackio")})
+    assert run.returncode == 0, (run.stdout[-3000:] + run.stderr[-3000:])
+    metrics = json.loads((runs / notebook.stem / "metrics.json").read_text())
+    assert metrics.get("profile", "tiny") == "tiny" and len(metrics) > 1
