@@ -117,3 +117,17 @@ def test_exported_training_notebook_runs_under_accelerate(notebook, tmp_path):
     assert run.returncode == 0, (run.stdout[-3000:] + run.stderr[-3000:])
     metrics = json.loads((runs / notebook.stem / "metrics.json").read_text())
     assert metrics.get("profile", "tiny") == "tiny" and len(metrics) > 1
+
+
+def test_accelerate_configs_load_with_accelerates_own_reader():
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    from helpers.notebooks import REPO_ROOT
+
+    expected = {"single_gpu": ("NO", None), "multi_gpu": ("MULTI_GPU", None),
+                "deepspeed_zero2": ("DEEPSPEED", 2), "deepspeed_zero3": ("DEEPSPEED", 3)}
+    for name, (kind, stage) in expected.items():
+        config = load_config_from_file(str(REPO_ROOT / "configs" / "accelerate" / f"{name}.yaml"))
+        assert config.distributed_type.value == kind, name
+        assert (config.deepspeed_config or {}).get("zero_stage") == stage, name
+        assert config.use_cpu is False and config.mixed_precision == "bf16"
