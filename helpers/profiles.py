@@ -39,24 +39,26 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     },
     # 03: echo warm-up, then multi-turn Wordle with a rollout_func, then the environment_factory version.
     # gpu = the seed's wordle.py: Qwen3-1.7B, vLLM colocate, 2 generations, 64 accumulation steps.
+    # enable_thinking: False skips Qwen3's <think> block (8 tokens per guess); None = template default.
     "03_wordle_rollout_func": {
         "tiny": {"model": "tiny", "echo_model": "tiny", "echo_steps": 1, "echo_max_completion_length": 16,
                  "max_steps": 2, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
                  "num_generations": 2, "max_turns": 3, "max_completion_length": 8, "learning_rate": 1e-5,
                  "temperature": 1.0, "top_k": 10, "factory_steps": 1, "factory_max_completion_length": 32,
-                 "use_vllm": False, "vllm_mode": "colocate", "seed": 0, "report_to": "trackio"},
+                 "enable_thinking": None, "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
+                 "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "echo_model": "smollm2-135m", "echo_steps": 2,
-                "echo_max_completion_length": 32, "max_steps": 12, "per_device_train_batch_size": 8,
+                "echo_max_completion_length": 32, "max_steps": 8, "per_device_train_batch_size": 8,
                 "gradient_accumulation_steps": 1, "num_generations": 4, "max_turns": 6,
-                "max_completion_length": 8, "learning_rate": 3e-5, "temperature": 0.8, "top_k": 10,
-                "factory_steps": 2, "factory_max_completion_length": 64, "use_vllm": False,
-                "vllm_mode": "colocate", "seed": 0, "report_to": "trackio"},
+                "max_completion_length": 12, "learning_rate": 3e-5, "temperature": 0.8, "top_k": 10,
+                "factory_steps": 2, "factory_max_completion_length": 64, "enable_thinking": None,
+                "use_vllm": False, "vllm_mode": "colocate", "seed": 0, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "echo_model": "Qwen/Qwen2.5-0.5B-Instruct", "echo_steps": 20,
                 "echo_max_completion_length": 256, "max_steps": 90, "per_device_train_batch_size": 1,
                 "gradient_accumulation_steps": 64, "num_generations": 2, "max_turns": 6,
                 "max_completion_length": 8, "learning_rate": 5e-6, "temperature": 0.8, "top_k": 10,
-                "factory_steps": 10, "factory_max_completion_length": 256, "use_vllm": True,
-                "vllm_mode": "colocate", "seed": 0, "report_to": "trackio"},
+                "factory_steps": 10, "factory_max_completion_length": 256, "enable_thinking": False,
+                "use_vllm": True, "vllm_mode": "colocate", "seed": 0, "report_to": "trackio"},
     },
     "harness_smoke": {
         "tiny": {"dataset_name": "chain_sum", "episodes": 3},

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 
 from helpers.rollouts import chat_prompt_ids, env_turn_ids, generate_rollout_completions, tokenizer_of
 
-SYSTEM_PROMPT = """You are an expert Wordle player.
-Every turn, answer with one guess: a real five-letter English word in square brackets, like [crane].
-Read the feedback under your last guess: G = right letter in the right spot, Y = the letter is in the word \
-but elsewhere, X = the letter is not in the word.
-Use it: keep greens in place, move yellows, drop X letters, and never repeat a guess."""
+SYSTEM_PROMPT = """You are an expert Wordle player. Reply with your guess only: one real five-letter English word \
+in square brackets.
+Example reply: [crane]
+Feedback after each guess: G = right letter, right spot; Y = in the word, wrong spot; X = not in the word. \
+Use it, and never repeat a guess."""
 
 DATASET_PROMPT = "Play Wordle like an expert."  # the seed's prompt; each row of the dataset is one game
 
