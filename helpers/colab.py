@@ -10,7 +10,8 @@ A variant is its notebook plus what a fresh Colab runtime needs, nothing else:
   Colab's Jupyter: replacing its ipykernel breaks the runtime), the offline model files with
   `--no-deps`, and this repository's `helpers` + environment packages from GitHub;
 - the `parameters` cell with PROFILE = "gpu" and Colab form fields (`# @param`) for its knobs;
-- an optional Hugging Face Hub login cell, skipped unless HUB_LOGIN (or PUSH_TO_HUB) is True.
+- an optional Hugging Face Hub login cell, skipped unless HUB_LOGIN (or PUSH_TO_HUB) is True, and a
+  cell that prints the GPU it got and says when it is too small for the gpu profile.
 Never edit colab/ by hand: edit the notebook and run the generator.
 """
 
@@ -133,6 +134,24 @@ else:
 '''
 
 
+HARDWARE_CELL = '''\
+# What this runtime has, against what PROFILE = "gpu" expects (the seeds' recipe: one A100, 40 GB).
+import torch
+
+if torch.cuda.is_available():
+    gpu = torch.cuda.get_device_properties(0)
+    memory = gpu.total_memory / 2**30
+    bf16 = torch.cuda.is_bf16_supported()
+    print(f"GPU: {gpu.name}, {memory:.0f} GiB, bf16 {'yes' if bf16 else 'no'}")
+    if PROFILE == "gpu" and (memory < 35 or not bf16):
+        print("The gpu profile is tuned for a 40 GB A100 and trains in bf16: on this GPU pick an A100 runtime, "
+              'or a smaller model in the parameters (e.g. MODEL = "Qwen/Qwen3-0.6B"), or PROFILE = "cpu".')
+else:
+    print('No GPU in this runtime: PROFILE = "gpu" needs one (Runtime > Change runtime type), '
+          'or set PROFILE = "cpu" (the small offline model, minutes) or "tiny" (a smoke test).')
+'''
+
+
 def install_cell() -> str:
     """The Colab set-up cell: self-contained (nothing of this repo is installed yet when it runs)."""
     return INSTALL_CELL.format(repo=GITHUB_REPO, branch=BRANCH, keeps=COLAB_KEEPS,
@@ -215,9 +234,10 @@ def _first_cell(source: str, name: str) -> str:
 
 
 SETUP_NOTE = """\
-**On Colab:** pick a GPU runtime (*Runtime → Change runtime type → T4 GPU* or better), then run the set-up
-cell below. It installs this project's pinned stack but keeps Colab's own PyTorch. If it upgrades a
-package Colab had already loaded, it restarts the runtime once: then run all cells again."""
+**On Colab:** pick a GPU runtime (*Runtime → Change runtime type*; `PROFILE = "gpu"` is the seeds' recipe for
+one A100 with 40 GB, a T4 needs a smaller model), then run the set-up cell below. It installs this
+project's pinned stack but keeps Colab's own PyTorch. If it upgrades a package Colab had already loaded,
+it restarts the runtime once: then run all cells again."""
 
 
 def colab_cells(notebook: str | Path) -> list[tuple[str, str]]:
@@ -237,6 +257,7 @@ def colab_cells(notebook: str | Path) -> list[tuple[str, str]]:
             names = _parameter_names(source)
             flags = ["HUB_LOGIN"] + (["PUSH_TO_HUB"] if "PUSH_TO_HUB" in names else [])
             cells.append(("code", LOGIN_CELL.format(flags=" or ".join(flags), condition=" or ".join(flags))))
+            cells.append(("code", HARDWARE_CELL))
         else:
             cells.append(("md" if cell["cell_type"] == "markdown" else "code", source))
     return cells

@@ -79,7 +79,11 @@ def _override_trl_configs(pairs):
         def __init__(self, *args, _base=base, _mine=mine, **kwargs):
             _base.__init__(self, *args, **{{**kwargs, **_mine}})
 
-        setattr(trl, name, type(name, (base,), {{"__init__": __init__, "__module__": __name__}}))
+        # A module-level name, so pickle (Trainer saves its args with torch.save) finds the class again.
+        qualname = f"_Overridden{{name}}"
+        globals()[qualname] = type(name, (base,), {{"__init__": __init__, "__module__": __name__,
+                                                    "__qualname__": qualname}})
+        setattr(trl, name, globals()[qualname])
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise SystemExit(f"--trl-config: no GRPOConfig/SFTConfig field named {{unknown}} in trl {{trl.__version__}}")

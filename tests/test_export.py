@@ -84,6 +84,7 @@ def test_parameters_become_flags_with_notebook_defaults(tmp_path):
 def test_trl_config_overrides_reach_every_grpo_config(tmp_path):
     cell = ("import trl\nfrom trl import GRPOConfig\n"
             "c = GRPOConfig(output_dir='o', use_cpu=True, bf16=False, report_to='none')\n"
+            "import pickle\nassert pickle.loads(pickle.dumps(c)).vllm_mode == c.vllm_mode  # Trainer saves its args\n"
             "print('CONFIG', c.vllm_mode, c.vllm_server_base_url, c.gradient_accumulation_steps, type(c).__mro__[1].__name__)")
     script = export(_toy(tmp_path, cell), tmp_path / "toy.py")
     run = _run([sys.executable, str(script), "--trl-config", "vllm_mode=server", "--trl-config",
