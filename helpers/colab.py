@@ -146,9 +146,11 @@ if torch.cuda.is_available():
     if PROFILE == "gpu" and (memory < 35 or not bf16):
         print("The gpu profile is tuned for a 40 GB A100 and trains in bf16: on this GPU pick an A100 runtime, "
               'or a smaller model in the parameters (e.g. MODEL = "Qwen/Qwen3-0.6B"), or PROFILE = "cpu".')
-else:
+elif PROFILE == "gpu":
     print('No GPU in this runtime: PROFILE = "gpu" needs one (Runtime > Change runtime type), '
           'or set PROFILE = "cpu" (the small offline model, minutes) or "tiny" (a smoke test).')
+else:
+    print(f"No GPU in this runtime; PROFILE = {PROFILE!r} runs on the CPU.")
 '''
 
 
