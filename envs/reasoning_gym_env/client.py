@@ -15,14 +15,23 @@
 
 Errors from the server (unknown dataset, bad config, a session over the server's capacity) are
 raised as ``RuntimeError("Server error: ... (code: ...)")``; validation errors name the field.
+
+A server that is down, dies mid-episode or stops answering is a ``ConnectionError`` naming its URL,
+raised within ``connect_timeout_s`` (10 s) / ``message_timeout_s`` (30 s), never a hang. Inside a
+GRPOTrainer this matters: TRL hands a tool's exception back to the model as text (a dead server
+would silently become zero rewards), but an exception from ``reset()`` stops training, and the
+next ``reset()`` after a lost connection raises this error. The next call after the server comes
+back reconnects by itself (as a new session: serve your dataset again).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Dict, Optional
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
+from websockets.exceptions import ConnectionClosed
 
 from .models import ReasoningGymAction, ReasoningGymObservation, ReasoningGymState
 
@@ -31,6 +40,50 @@ _OBSERVATION_FIELDS = ("question", "score", "correct_answer", "dataset_metadata"
 
 class ReasoningGymEnv(EnvClient[ReasoningGymAction, ReasoningGymObservation, ReasoningGymState]):
     """One WebSocket session on a reasoning_gym environment server."""
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        connect_timeout_s: float = 10.0,
+        message_timeout_s: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        # One question is scored in milliseconds: 30 s without an answer means the server is gone
+        # or stuck, and saying so beats OpenEnv's 60 s default.
+        super().__init__(
+            base_url=base_url,
+            connect_timeout_s=connect_timeout_s,
+            message_timeout_s=message_timeout_s,
+            **kwargs,
+        )
+
+    def _server_gone(self, what: str, exc: BaseException) -> ConnectionError:
+        detail = str(exc) or type(exc).__name__
+        return ConnectionError(
+            f"reasoning_gym server at {self._base_url}: {what} ({detail}). Is the server still "
+            f"running? Restart it (or fix ENV_BASE_URL) and run again."
+        )
+
+    async def _connect_async(self) -> "ReasoningGymEnv":
+        try:
+            return await super()._connect_async()
+        except ConnectionError as exc:  # OpenEnv's "Failed to connect to ws://..."
+            raise self._server_gone("cannot connect", exc.__cause__ or exc) from exc
+
+    async def _send_and_receive(self, message: Dict[str, Any]) -> Dict[str, Any]:
+        try:
+            return await super()._send_and_receive(message)
+        except ConnectionError:
+            raise  # already names the server (from _connect_async)
+        except ConnectionClosed as exc:
+            # The socket is closed now, so the next call opens a fresh one (a restarted server).
+            raise self._server_gone("connection lost", exc) from exc
+        except asyncio.TimeoutError as exc:  # OpenEnv dropped the socket already
+            raise self._server_gone(
+                f"no answer within {self._message_timeout:g} s", exc
+            ) from exc
+        except OSError as exc:
+            raise self._server_gone("connection failed", exc) from exc
 
     def reset(
         self,
