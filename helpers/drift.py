@@ -13,8 +13,10 @@ installed packages:
     python -m helpers.drift            # the whole repo: notebooks, helpers/, envs/
     python -m helpers.drift FILE...    # .ipynb or .py files
 
-Problems name the notebook and cell (or file and line). Imports inside `try: ... except ImportError`
-are deliberate fallbacks and are not checked. Keywords passed as `**mapping` cannot be seen statically.
+A notebook's code cells are checked as one program (an import in one cell names a call in another);
+problems name the notebook and cell (or file and line). Imports inside `try: ... except ImportError`
+are deliberate fallbacks and are not checked. `**kwargs` is checked when it is a literal dict
+(`dict(a=1)` / `{"a": 1}`) assigned once in the same notebook or file; other mappings cannot be seen.
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ def check_code(code: str, where) -> list[str]:
             problems.append(f"{where(node.lineno)}: `from {node.module} import ...`: module {node.module} "
                             f"does not import with {_version(node.module)} ({type(module).__name__}: {module})")
 
+    literal_dicts = _literal_dicts(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) \
                 and not isinstance(parents.get(node), ast.Attribute):
@@ -187,7 +190,7 @@ def check_code(code: str, where) -> list[str]:
                     and _resolve(dotted) is _MISSING:
                 problems.append(f"{where(node.lineno)}: `{ast.unparse(node)}` ({dotted}) does not exist in "
                                 f"{_version(dotted)}")
-        if not isinstance(node, ast.Call) or not any(k.arg for k in node.keywords):
+        if not isinstance(node, ast.Call) or not node.keywords:
             continue
         dotted = _dotted(node.func, aliases)
         if not dotted or _is_broken(dotted, broken):
@@ -199,7 +202,7 @@ def check_code(code: str, where) -> list[str]:
         if accepted is None:
             continue
         name = getattr(target, "__name__", dotted.rsplit(".", 1)[-1])
-        for keyword in node.keywords:
+        for keyword in _expanded_keywords(node, literal_dicts):
             if keyword.arg and keyword.arg not in accepted:
                 near = difflib.get_close_matches(keyword.arg, sorted(accepted), n=3)
                 hint = f" (close: {', '.join(near)})" if near else ""
@@ -207,6 +210,35 @@ def check_code(code: str, where) -> list[str]:
                 problems.append(f"{where(keyword.value.lineno)}: {name}({keyword.arg}=...): {name} has no "
                                 f"{kind} {keyword.arg!r} in {_version(dotted)}{hint}")
     return problems
+
+
+def _literal_dicts(tree: ast.AST) -> dict[str, list[ast.keyword]]:
+    """Names assigned exactly once to `dict(k=...)` or `{"k": ...}`: their keys, as keywords."""
+    found: dict[str, list] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        value, keys = node.value, None
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" \
+                and not value.args and all(k.arg for k in value.keywords):
+            keys = value.keywords
+        elif isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                 for k in value.keys):
+            keys = [ast.keyword(arg=k.value, value=v) for k, v in zip(value.keys, value.values)]
+        name = node.targets[0].id
+        found[name] = keys if name not in found else None  # assigned twice: not sure which one is used
+    return {name: keys for name, keys in found.items() if keys}
+
+
+def _expanded_keywords(call: ast.Call, literal_dicts: dict) -> list[ast.keyword]:
+    """The call's keywords, with `**name` replaced by the keys of a literal dict `name`."""
+    out = []
+    for keyword in call.keywords:
+        if keyword.arg is None and isinstance(keyword.value, ast.Name) and keyword.value.id in literal_dicts:
+            out += literal_dicts[keyword.value.id]
+        else:
+            out.append(keyword)
+    return out
 
 
 def _root_name(node: ast.AST) -> str | None:
@@ -231,17 +263,30 @@ def _code_lines_only(source: str) -> str:
 
 
 def check_notebook(path: str | Path) -> list[str]:
+    """Check a notebook's code cells as one program (an import in cell 3 names a call in cell 9)."""
     path = Path(path)
-    cells = json.loads(path.read_text())["cells"]
-    problems = []
-    for index, cell in enumerate(cells):
+    label = _label(path)
+    problems, chunks, starts = [], [], []  # starts: (first line in the joined program, cell index)
+    line = 1
+    for index, cell in enumerate(json.loads(path.read_text())["cells"]):
         if cell.get("cell_type") != "code":
             continue
-        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        label = _label(path)
-        problems += check_code(_code_lines_only(source),
-                               lambda line, i=index: f"{label} cell {i}, line {line}")
-    return problems
+        source = _code_lines_only(cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"]))
+        try:
+            ast.parse(source)
+        except SyntaxError as exc:
+            problems.append(f"{label} cell {index}, line {exc.lineno}: cannot parse ({exc.msg}); "
+                            "the drift gate could not check it")
+            continue
+        chunks.append(source)
+        starts.append((line, index))
+        line += source.count("\n") + 2  # the cell, then one blank separator line
+
+    def where(lineno: int) -> str:
+        first, index = max(s for s in starts if s[0] <= lineno)
+        return f"{label} cell {index}, line {lineno - first + 1}"
+
+    return problems + (check_code("\n\n".join(chunks), where) if chunks else [])
 
 
 def check_file(path: str | Path) -> list[str]:

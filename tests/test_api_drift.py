@@ -92,3 +92,28 @@ def test_current_api_and_guarded_fallbacks_pass(tmp_path):
         "spec = OpenRewardSpec('http://127.0.0.1:1', num_tasks=4)\n"
     )
     assert check_file(source) == []
+
+
+def test_notebook_cells_are_one_program(tmp_path):
+    """The import is in one cell and the bad call three cells later: still caught, at the call's cell."""
+    nb = _notebook(tmp_path, "from trl import GRPOTrainer, GRPOConfig", "x = 1", "y = 2",
+                   "args = GRPOConfig(output_dir='o')\ntrainer = GRPOTrainer(model='m', args=args,\n"
+                   "                      reward_func=[f])")
+    problems = check_notebook(nb)
+    assert len(problems) == 1 and "cell 5, line 3" in problems[0] and "reward_funcs" in problems[0], problems
+
+
+def test_unparsable_cell_is_reported_and_the_rest_still_checked(tmp_path):
+    nb = _notebook(tmp_path, "def broken(:\n    pass", "from trl import GRPOConfig\nGRPOConfig(max_prompt_length=1)")
+    problems = check_notebook(nb)
+    assert any("cell 2, line 1: cannot parse" in p for p in problems)
+    assert any("cell 3, line 2" in p and "max_prompt_length" in p for p in problems), problems
+
+
+def test_keywords_passed_through_a_literal_dict_are_checked(tmp_path):
+    nb = _notebook(tmp_path, "from trl import GRPOConfig\ncommon = dict(\n    output_dir='o',\n    max_prompt_length=64,\n)",
+                   "cfg = {'use_cpu': True, 'num_generation': 4}\nc = GRPOConfig(**common, **cfg, bf16=False)")
+    problems = check_notebook(nb)
+    assert len(problems) == 2, problems
+    assert "cell 2, line 4" in problems[0] and "max_prompt_length" in problems[0]  # reported where the key is
+    assert "cell 3, line 1" in problems[1] and "num_generation" in problems[1] and "num_generations" in problems[1]
