@@ -299,18 +299,27 @@ def stale_files(colab_dir: str | Path = COLAB_DIR, notebooks=None) -> list[str]:
     return stale
 
 
+_PLAN = re.compile(r"(In this notebook|This notebook|You will|You'll|You ([a-z]+ )?(learn|train|build|take|see))")
+
+
 def _summary(markdown: str) -> str:
-    """The first sentence of the first prose paragraph of a notebook's first cell, on one line."""
+    """What a notebook teaches, from its first cell: the sentence that says what you will do (\"In this
+    notebook you ...\", \"You will ...\"), else the first sentence of the first prose paragraph."""
+    sentences = []
     for paragraph in re.split(r"\n\s*\n", markdown):
         text = " ".join(line.strip() for line in paragraph.splitlines()
                         if line.strip() and not line.lstrip().startswith(("#", "[![", "*Colab variant")))
         text = _BADGE.sub("", text).strip()
-        if text:
-            sentence = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
-            if len(sentence) > 240:
-                sentence = sentence[:240].rsplit(" ", 1)[0] + " …"
-            return sentence.replace("|", "\\|")
-    return ""
+        sentences += [t for t in re.split(r"(?<=[.!?])\s+", text) if t]
+    if not sentences:
+        return ""
+    index = next((i for i, t in enumerate(sentences) if _PLAN.match(t)), 0)
+    sentence = sentences[index]
+    if index and len(sentences[index - 1]) + len(sentence) < 320:  # "...: in this notebook you take over *that*"
+        sentence = f"{sentences[index - 1]} {sentence}"
+    if len(sentence) > 300:
+        sentence = sentence[:300].rsplit(" ", 1)[0] + " …"
+    return sentence.replace("|", "\\|")
 
 
 def _title(markdown: str, fallback: str) -> str:
