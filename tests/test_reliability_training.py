@@ -1,0 +1,181 @@
+"""Faults during training: the environment server dies, hangs, or is not there at all.
+
+A real GRPOTrainer (the `tiny-toolcall` model, a few tiny steps) trains against a real
+reasoning_gym server through an environment_factory class like the notebooks'
+`ReasoningGymTrainEnv`. TRL hands a tool's exception back to the model as text, so a dead server
+during a tool call alone would silently turn into zero rewards; what must stop training is the
+next `reset()`, with a `ConnectionError` that names the server, within a bounded time.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+from helpers.models import resolve_model
+from helpers.prompts import CHAIN_SUM_CONFIG, SYSTEM_PROMPT
+from helpers.servers import LocalServer
+from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
+
+RG_APP = "reasoning_gym_env.server.app:app"
+
+
+class ReasoningGymTrainEnv:
+    """The notebooks' environment_factory class, pointed at `BASE_URL` (set by each test)."""
+
+    BASE_URL = ""
+    resets = 0  # class-wide counter, read by the killer thread
+
+    def __init__(self):
+        self.client = ReasoningGymEnv(base_url=self.BASE_URL).sync()
+        self._seed = random.randint(0, 2**31 - 1)
+        self._initialized = False
+        self.reward = 0.0
+        self.done = False
+
+    def reset(self, **kwargs) -> str:
+        if not self._initialized:
+            result = self.client.reset(dataset_name="chain_sum", dataset_config=CHAIN_SUM_CONFIG,
+                                       seed=self._seed, size=1000)
+            self._initialized = True
+        else:
+            result = self.client.reset()
+        type(self).resets += 1
+        self.reward, self.done = 0.0, False
+        return result.observation.question
+
+    def answer(self, answer: str) -> str:
+        """Submit the final answer for the current question.
+
+        Args:
+            answer: The agent's answer (will be parsed as a number server-side).
+        """
+        if self.done:
+            raise ValueError("Episode is already finished.")
+        result = self.client.step(ReasoningGymAction(answer=str(answer)))
+        self.reward = float(result.observation.score or 0.0)
+        self.done = True
+        return f"score={self.reward} correct={result.observation.correct_answer}"
+
+
+def reward_func(environments, **kwargs) -> list[float]:
+    return [env.reward for env in environments]
+
+
+def make_trainer(base_url: str, max_steps: int, output_dir):
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    ReasoningGymTrainEnv.BASE_URL = base_url
+    ReasoningGymTrainEnv.resets = 0
+    dataset = Dataset.from_dict({"prompt": [[{"role": "system", "content": SYSTEM_PROMPT},
+                                             {"role": "user", "content": ""}]] * 64})
+    config = GRPOConfig(
+        output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=2,
+        num_generations=2, max_completion_length=24, learning_rate=1e-5, logging_steps=1,
+        save_strategy="no", report_to="none", use_cpu=True, bf16=False, disable_tqdm=True,
+        chat_template_kwargs={"enable_thinking": False}, max_tool_calling_iterations=1, seed=0,
+    )
+    return GRPOTrainer(model=resolve_model("tiny-toolcall"), reward_funcs=reward_func,
+                       train_dataset=dataset, args=config, environment_factory=ReasoningGymTrainEnv)
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture(autouse=True)
+def quiet_trl(monkeypatch):
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def test_server_killed_mid_run_stops_training_with_a_clear_error_then_a_restart_trains(tmp_path):
+    server = LocalServer(RG_APP, env={"MAX_CONCURRENT_ENVS": "16"}, name="reasoning_gym",
+                         log_dir=tmp_path / "logs").start()
+    pid, url, port = server.process.pid, server.base_url, server.port
+    trainer = make_trainer(url, max_steps=500, output_dir=tmp_path / "run1")
+    killed_at = []
+
+    def kill_after_two_batches():
+        deadline = time.monotonic() + 120
+        while ReasoningGymTrainEnv.resets < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.killpg(pid, signal.SIGKILL)  # the server dies without a word
+        killed_at.append(time.monotonic())
+
+    killer = threading.Thread(target=kill_after_two_batches, daemon=True)
+    killer.start()
+    try:
+        with pytest.raises(ConnectionError) as info:
+            trainer.train()
+        stopped_at = time.monotonic()
+    finally:
+        killer.join(timeout=5)
+        server.stop()
+    assert killed_at, "training never got far enough to kill the server"
+    message = str(info.value)
+    assert url in message and "reasoning_gym server" in message, message
+    assert stopped_at - killed_at[0] < 30, "training went on long after the server died"
+    assert trainer.state.global_step < 500
+    # the helpers cleaned up: no server process left behind, nothing marked running
+    assert not server.is_running() and process_gone(pid)
+
+    # Restarted (same port, as a hosted server would come back), a new run trains to the end.
+    with LocalServer(RG_APP, port=port, env={"MAX_CONCURRENT_ENVS": "16"}, name="reasoning_gym",
+                     log_dir=tmp_path / "logs2"):
+        trainer = make_trainer(url, max_steps=2, output_dir=tmp_path / "run2")
+        trainer.train()
+    assert trainer.state.global_step == 2
+    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    assert len(rewards) == 2 and all(0.0 <= r <= 1.0 for r in rewards)
+
+
+def test_training_against_no_server_fails_at_the_first_reset(tmp_path):
+    from helpers.servers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    trainer = make_trainer(url, max_steps=2, output_dir=tmp_path / "run")
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match=f"reasoning_gym server at {url}: cannot connect"):
+        trainer.train()
+    assert time.monotonic() - start < 15
+    assert trainer.state.global_step == 0
+
+
+def test_a_hung_then_dead_server_is_a_connection_error_naming_it(tmp_path):
+    """SIGSTOP (port open, no answer: a stuck process) then SIGKILL (connection lost mid-episode)."""
+    server = LocalServer(RG_APP, name="reasoning_gym", log_dir=tmp_path / "logs").start()
+    try:
+        with ReasoningGymEnv(base_url=server.base_url, message_timeout_s=1.5).sync() as env:
+            env.reset()
+            os.killpg(server.process.pid, signal.SIGSTOP)
+            try:
+                start = time.monotonic()
+                with pytest.raises(ConnectionError, match="no answer within 1.5 s") as info:
+                    env.step(ReasoningGymAction(answer="1"))
+                assert time.monotonic() - start < 5
+                assert server.base_url in str(info.value)
+            finally:
+                os.killpg(server.process.pid, signal.SIGCONT)
+            # the server is back: the same client reconnects by itself, as a new session
+            assert env.reset().observation.question
+
+            os.killpg(server.process.pid, signal.SIGKILL)
+            server.process.wait(timeout=10)
+            # a tool call after the server died: a ConnectionError naming it (TRL shows the model
+            # this text), not a bare websockets exception
+            with pytest.raises(ConnectionError, match=server.base_url):
+                env.step(ReasoningGymAction(answer="1"))
+            with pytest.raises(ConnectionError, match="cannot connect"):
+                env.reset()
+    finally:
+        server.stop()
