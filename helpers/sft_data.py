@@ -1,0 +1,311 @@
+"""From `openenv collect` rollouts to an SFT data set: run the CLI, load, convert, filter, measure.
+
+Notebook 02's pipeline, one function per step:
+
+    cmd = collect_command(env_url, out_dir, n_episodes=300, dataset_config=..., system_prompt=...,
+                          teacher=Teacher.endpoint(teacher_url, "chain-sum-teacher"))
+    summary = run_collect(cmd, out_dir, n_episodes=300)   # the real `openenv collect`, as a subprocess
+    records = load_results(out_dir)                         # results.jsonl, one dict per episode
+    examples = [to_sft_example(r, system_prompt) for r in records]
+    kept = keep_correct(examples)                           # the environment's reward == 1
+    stats = length_stats(token_lengths(tokenizer, kept))    # p50 / p95 / p99 -> max_length
+
+The SFT rows use the layout of evaluation and GRPO: system = SYSTEM_PROMPT, user = the question,
+the `answer` tool in the prompt, and the assistant turn as an OpenAI-style `tool_calls` entry whose
+`arguments` is a JSON *string* (Arrow would merge argument structs across rows; the qwen3 chat
+template prints a string as is and renders `<tool_call>{"name": ..., "arguments": ...}</tool_call>`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from helpers.prompts import answer as answer_tool
+
+RESULTS_FILE = "results.jsonl"
+_SUMMARY = re.compile(r"Collected=(\d+)\s+skipped=(\d+)\s+dropped=(\d+)\s+failed=(\d+)")
+
+
+class NoExamplesError(RuntimeError):
+    """The filter kept nothing to train on; the message says what to change."""
+
+
+def answer_tool_schema() -> dict:
+    """The JSON schema of the `answer` tool, exactly as the chat template shows it at evaluation."""
+    from transformers.utils import get_json_schema
+
+    return get_json_schema(answer_tool)
+
+
+@dataclass
+class Teacher:
+    """Which model `openenv collect` asks, and the CLI flags that say so.
+
+    Build one with `Teacher.openai("gpt-5-mini")` (needs OPENAI_API_KEY) or
+    `Teacher.endpoint("http://127.0.0.1:8000", "my-model")` (any OpenAI-compatible server:
+    vLLM, `transformers serve`, the local stand-in of helpers.teacher).
+    """
+
+    provider: str                    # "openai" | "endpoint"
+    model: str
+    url: str | None = None           # the endpoint's base URL (endpoint only)
+    port: int | None = None          # appended to url when it names no port (endpoint only)
+    api_key_env: str = "OPENAI_API_KEY"
+
+    @classmethod
+    def openai(cls, model: str = "gpt-5-mini") -> "Teacher":
+        return cls(provider="openai", model=model)
+
+    @classmethod
+    def endpoint(cls, url: str, model: str, port: int | None = None) -> "Teacher":
+        return cls(provider="endpoint", model=model, url=url.rstrip("/"), port=port)
+
+    def cli_args(self) -> list[str]:
+        if self.provider == "openai":
+            return ["--provider", "openai", "--model", self.model]
+        args = ["--llm-endpoint", self.url, "--model", self.model]
+        return args + (["--llm-port", str(self.port)] if self.port else [])
+
+    def describe(self) -> str:
+        return f"OpenAI {self.model}" if self.provider == "openai" else f"{self.model} at {self.url}"
+
+
+def openenv_executable() -> str:
+    """The `openenv` console script of this Python (a notebook kernel's PATH may not include it)."""
+    beside = Path(sys.executable).with_name("openenv")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("openenv")
+    if not found:
+        raise FileNotFoundError("The `openenv` command is not installed: pip install openenv==0.10.0")
+    return found
+
+
+def collect_command(env_url: str, output_dir: str | os.PathLike, *, n_episodes: int, dataset_config: dict,
+                    system_prompt: str, teacher: Teacher, dataset_name: str = "chain_sum",
+                    max_tokens: int = 1024, resume: bool = True, push_to_hub: str | None = None) -> list[str]:
+    """The `openenv collect reasoning_gym:<dataset>` command line, as an argument list."""
+    cmd = [openenv_executable(), "collect", f"reasoning_gym:{dataset_name}",
+           "--base-url", env_url, *teacher.cli_args(),
+           "--num-episodes", str(n_episodes), "--max-tokens", str(max_tokens),
+           "--dataset-config", json.dumps(dataset_config), "--system-prompt", system_prompt,
+           "--output-dir", str(output_dir), "--resume" if resume else "--no-resume"]
+    if push_to_hub:
+        cmd += ["--push-to-hub", push_to_hub]
+    return cmd
+
+
+def count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with path.open("rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+@dataclass
+class CollectSummary:
+    """What one `openenv collect` run did (its own summary line) and what the folder now holds."""
+
+    requested: int
+    in_file: int                  # episodes in results.jsonl after the run (earlier runs included)
+    collected: int = 0            # written by this run
+    skipped: int = 0              # already in results.jsonl (resume)
+    dropped: int = 0
+    failed: int = 0               # no reward: the teacher never called the tool, or an error
+    seconds: float = 0.0
+    output: str = field(default="", repr=False)
+
+
+def run_collect(cmd: list[str], output_dir: str | os.PathLike, *, n_episodes: int,
+                progress: bool = True, timeout: float | None = None) -> CollectSummary:
+    """Run `openenv collect` as a subprocess; a tqdm bar follows results.jsonl as it grows.
+
+    The CLI's own output (its summary line, and one line per failed episode) goes to
+    `<output_dir>/collect.log` and is returned in `.output`. A non-zero exit raises with that output.
+    """
+    from tqdm.auto import tqdm
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    results, log_path = output_dir / RESULTS_FILE, output_dir / "collect.log"
+    env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "120", "PYTHONUNBUFFERED": "1"}
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        bar = tqdm(total=n_episodes, desc="episodes in results.jsonl", disable=not progress)
+        try:
+            while proc.poll() is None:
+                bar.n = min(count_lines(results), n_episodes)
+                bar.refresh()
+                if timeout and time.monotonic() - start > timeout:
+                    proc.kill()
+                    raise TimeoutError(f"openenv collect ran past {timeout:.0f} s; see {log_path}")
+                time.sleep(0.5)
+            bar.n = min(count_lines(results), n_episodes)
+            bar.refresh()
+        finally:
+            bar.close()
+            if proc.poll() is None:
+                proc.kill()
+    output = log_path.read_text(errors="replace")
+    if proc.returncode != 0:
+        raise RuntimeError(f"openenv collect exited with code {proc.returncode}:\n{output[-3000:]}")
+    summary = CollectSummary(requested=n_episodes, in_file=count_lines(results),
+                             seconds=time.monotonic() - start, output=output)
+    match = _SUMMARY.search(output)
+    if match:
+        summary.collected, summary.skipped, summary.dropped, summary.failed = map(int, match.groups())
+    return summary
+
+
+def load_results(output_dir: str | os.PathLike) -> list[dict]:
+    """The episodes of `<output_dir>/results.jsonl`, in file order."""
+    path = Path(output_dir) / RESULTS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: run `openenv collect` first.")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _final_answer_call(messages: list[dict]) -> dict | None:
+    """The last `answer` tool call of the assistant in an episode (the one the environment scored)."""
+    for message in reversed(messages):
+        for call in reversed(message.get("tool_calls") or []):
+            function = call.get("function", call)
+            if message.get("role") == "assistant" and function.get("name") == "answer":
+                return function
+    return None
+
+
+def to_sft_example(record: dict, system_prompt: str) -> dict:
+    """One results.jsonl episode -> {"messages", "tools", "reward", "episode_id"} for SFTTrainer.
+
+    messages = [system, user question, assistant tool call]; the tool's reply is left out (SFT
+    trains the assistant turn only) and so is any prose the teacher wrote beside its call, which
+    the student should not imitate. An episode without an `answer` call gets `messages=None`.
+    """
+    question = next((m["content"] for m in record["messages"] if m.get("role") == "user"), None)
+    call = _final_answer_call(record["messages"])
+    messages = None
+    if question is not None and call is not None:
+        arguments = call.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        arguments = json.dumps(json.loads(arguments))  # normalised: {"answer": "86"}
+        messages = [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": "",
+             "tool_calls": [{"type": "function", "function": {"name": "answer", "arguments": arguments}}]},
+        ]
+    return {"episode_id": record.get("episode_id"), "messages": messages,
+            "tools": json.dumps([answer_tool_schema()]), "reward": float(record.get("reward") or 0.0)}
+
+
+def keep_correct(examples: list[dict], threshold: float = 1.0) -> list[dict]:
+    """The examples the environment scored `reward >= threshold` (1.0: exactly right)."""
+    return [e for e in examples if e["messages"] is not None and e["reward"] >= threshold]
+
+
+def require_examples(kept: list[dict], *, collected: int, failed: int, min_examples: int = 1) -> None:
+    """Stop with advice before SFTTrainer sees an empty (or nearly empty) data set."""
+    if len(kept) >= min_examples:
+        return
+    raise NoExamplesError(
+        f"Only {len(kept)} of {collected} collected episodes have reward 1 ({failed} more failed "
+        f"without a reward), and SFT needs at least {min_examples}. Check the samples above: is the "
+        f"teacher answering with the `answer` tool, and correctly? Use a stronger teacher (TEACHER / "
+        f"TEACHER_MODEL), lower TEACHER_MISTAKE_RATE / TEACHER_NO_TOOL_RATE for the local one, make "
+        f"DATASET_CONFIG easier, or raise N_EPISODES.")
+
+
+def render(tokenizer, example: dict) -> str:
+    """The training text of one example, with the prompt's tools, as the trainer will see it."""
+    return tokenizer.apply_chat_template(example["messages"], tools=json.loads(example["tools"]), tokenize=False)
+
+
+def token_lengths(tokenizer, examples: list[dict]) -> list[int]:
+    return [len(tokenizer(render(tokenizer, e), add_special_tokens=False)["input_ids"]) for e in examples]
+
+
+def length_stats(lengths: list[int]) -> dict:
+    """p50 / p95 / p99 / max of token lengths."""
+    import numpy as np
+
+    values = np.asarray(lengths)
+    return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95)),
+            "p99": float(np.percentile(values, 99)), "max": int(values.max()), "n": int(values.size)}
+
+
+def sft_rows(examples: list[dict]) -> list[dict]:
+    """Only the columns SFTTrainer reads: messages and tools (a JSON string)."""
+    return [{"messages": e["messages"], "tools": e["tools"]} for e in examples]
+
+
+class TeacherError(RuntimeError):
+    """The teacher endpoint cannot be used; the message names it and says what to do."""
+
+
+def _llm_client(teacher: Teacher, system_prompt: str, max_tokens: int):
+    """The same openenv LLM client `openenv collect` builds for these flags."""
+    from openenv.core.llm_client import OpenAIClient, create_llm_client
+
+    if teacher.provider == "openai":
+        key = os.environ.get(teacher.api_key_env) or os.environ.get("API_KEY")
+        if not key:
+            raise TeacherError(f"The OpenAI teacher needs {teacher.api_key_env} in the environment; set it, "
+                               f"or leave TEACHER=None for the local stand-in teacher.")
+        return create_llm_client("openai", teacher.model, key, system_prompt=system_prompt, max_tokens=max_tokens)
+    try:
+        return OpenAIClient(teacher.url, teacher.port, teacher.model,
+                            api_key=os.environ.get(teacher.api_key_env) or "not-needed",
+                            system_prompt=system_prompt, max_tokens=max_tokens)
+    except ValueError as exc:
+        raise TeacherError(f"Bad teacher endpoint {teacher.url!r}: {exc}") from exc
+
+
+def check_teacher(teacher: Teacher, *, system_prompt: str, question: str, max_tokens: int = 1024,
+                  timeout: float = 60.0) -> dict:
+    """Send one real chat-completions request with the `answer` tool, the way `openenv collect` will.
+
+    Returns {"url", "content", "tool_calls"} of the reply. Raises `TeacherError` naming the URL when
+    nothing answers there, it is not an OpenAI-compatible API, the model or key is wrong.
+    """
+    import asyncio
+    import concurrent.futures
+
+    import openai
+
+    client = _llm_client(teacher, system_prompt, max_tokens)
+    url = getattr(client._client, "base_url", None) or teacher.url
+    tool = {"name": "answer", "description": answer_tool_schema()["function"]["description"],
+            "inputSchema": answer_tool_schema()["function"]["parameters"]}
+    messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": question}]
+
+    async def ask():
+        return await asyncio.wait_for(client.complete_with_tools(messages, [tool]), timeout)
+
+    try:  # in a thread: a notebook kernel already runs an event loop
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            response = pool.submit(asyncio.run, ask()).result()
+    except (openai.APIConnectionError, asyncio.TimeoutError) as exc:
+        raise TeacherError(f"No teacher answers at {url} ({type(exc).__name__}: {exc}). Start the server, fix "
+                           f"the URL/port, or leave LLM_ENDPOINT=None for the local stand-in teacher.") from exc
+    except openai.AuthenticationError as exc:
+        raise TeacherError(f"The teacher at {url} refused the API key ({exc}); check {teacher.api_key_env}.") from exc
+    except openai.NotFoundError as exc:
+        raise TeacherError(f"The teacher at {url} answered 404 for chat completions or model "
+                           f"{teacher.model!r} ({exc}). Check the model name and that the URL is the "
+                           f"OpenAI-compatible base (it usually ends in /v1).") from exc
+    except openai.APIStatusError as exc:
+        raise TeacherError(f"The teacher at {url} answered HTTP {exc.status_code}: {exc}. Does it serve "
+                           f"chat completions with tool calling (vLLM needs --enable-auto-tool-choice)?") from exc
+    return {"url": str(url), "content": response.content,
+            "tool_calls": [{"name": c.name, "arguments": c.args} for c in response.tool_calls]}

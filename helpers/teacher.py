@@ -1,0 +1,203 @@
+"""A local, OpenAI-compatible teacher for chain_sum: a stand-in for a strong LLM behind an API.
+
+Notebook 02 collects SFT data with `openenv collect`, which asks a teacher model for a tool call
+over the OpenAI chat-completions protocol. Offline there is no gpt-5-mini to ask, so this module
+serves a tiny FastAPI app that speaks the same protocol and "solves" chain_sum questions exactly
+(it parses `12 + 34 - 5` with a regex and adds, never `eval`). To make it behave like a real
+teacher it makes seeded mistakes: with probability `mistake_rate` it answers a slightly wrong
+number, and with probability `no_tool_rate` it replies in prose without calling the tool. Which
+questions get a mistake depends only on (seed, question), so a run is reproducible.
+
+    from helpers.servers import LocalServer
+    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher",
+                     env={"TEACHER_MISTAKE_RATE": "0.1", "TEACHER_SEED": "0"}) as teacher:
+        # openenv collect ... --llm-endpoint {teacher.base_url} --model chain-sum-teacher
+
+Settings (environment variables, read when the app is created):
+    TEACHER_MISTAKE_RATE  share of answers that are wrong (default 0.1)
+    TEACHER_NO_TOOL_RATE  share of replies without a tool call (default 0.0)
+    TEACHER_SEED          seed of the mistakes (default 0)
+    TEACHER_MODEL         the model name it reports (default "chain-sum-teacher")
+
+Swap in a real teacher by pointing `openenv collect` at any OpenAI-compatible endpoint instead
+(`--provider openai --model gpt-5-mini`, or `--llm-endpoint URL` for vLLM / `transformers serve`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+
+DEFAULT_MODEL_NAME = "chain-sum-teacher"
+
+# "State the final answer to the following arithmetic problem: 12 + 34 - -5 =": numbers may carry a sign.
+_EXPRESSION = re.compile(r"\s*(-?\d+(?:\s*[+-]\s*-?\d+)*)\s*=?\s*")
+_TOKEN = re.compile(r"\s*([+-])\s*(-?\d+)")
+
+
+def solve_chain_sum(question: str) -> int | None:
+    """The exact value of the `a + b - c =` expression at the end of a chain_sum question, else None.
+
+    Only integers and `+`/`-` are understood; anything else returns None (no `eval`).
+    """
+    match = _EXPRESSION.fullmatch(question.rsplit(":", 1)[-1])  # the expression follows the last colon
+    if not match:
+        return None
+    expression = match.group(1)
+    first = re.match(r"-?\d+", expression)
+    total = int(first.group(0))
+    for sign, number in _TOKEN.findall(expression[first.end():]):
+        total = total + int(number) if sign == "+" else total - int(number)
+    return total
+
+
+def _unit_draw(seed: int, question: str, purpose: str) -> float:
+    """A number in [0, 1) that depends only on (seed, question, purpose): reproducible "randomness"."""
+    digest = hashlib.sha256(f"{seed}|{purpose}|{question}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass
+class TeacherPolicy:
+    """What the teacher replies to one question: the exact sum, a seeded mistake, or prose."""
+
+    mistake_rate: float = 0.1
+    no_tool_rate: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("mistake_rate", "no_tool_rate"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+
+    @classmethod
+    def from_env(cls) -> "TeacherPolicy":
+        return cls(mistake_rate=float(os.environ.get("TEACHER_MISTAKE_RATE", "0.1")),
+                   no_tool_rate=float(os.environ.get("TEACHER_NO_TOOL_RATE", "0.0")),
+                   seed=int(os.environ.get("TEACHER_SEED", "0")))
+
+    def decide(self, question: str) -> dict:
+        """{"kind": "answer" | "mistake" | "no_tool" | "unknown", "value": int | None}."""
+        value = solve_chain_sum(question)
+        if value is None:
+            return {"kind": "unknown", "value": None}
+        if _unit_draw(self.seed, question, "no_tool") < self.no_tool_rate:
+            return {"kind": "no_tool", "value": value}
+        if _unit_draw(self.seed, question, "mistake") < self.mistake_rate:
+            offset = 1 + int(_unit_draw(self.seed, question, "offset") * 10)  # off by 1..10
+            sign = 1 if _unit_draw(self.seed, question, "sign") < 0.5 else -1
+            return {"kind": "mistake", "value": value + sign * offset}
+        return {"kind": "answer", "value": value}
+
+
+def _message_text(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):  # OpenAI "content parts"
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content or ""
+
+
+def _answer_tool(tools: list[dict] | None) -> tuple[str, str] | None:
+    """(tool name, argument name) to answer with: the `answer` tool if offered, else the first tool."""
+    functions = [t.get("function", t) for t in tools or [] if isinstance(t, dict)]
+    if not functions:
+        return None
+    chosen = next((f for f in functions if f.get("name") == "answer"), functions[0])
+    parameters = chosen.get("parameters") or {}
+    names = list(parameters.get("required") or []) or list((parameters.get("properties") or {}).keys())
+    return chosen.get("name", "answer"), (names[0] if names else "answer")
+
+
+def reply(policy: TeacherPolicy, request: dict) -> dict:
+    """The assistant message (OpenAI format) answering a chat-completions request body."""
+    messages = request.get("messages") or []
+    if any(m.get("role") == "tool" for m in messages):  # the tool already ran: the episode is over
+        return {"role": "assistant", "content": "Done."}
+    question = next((_message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
+    decision = policy.decide(question)
+    tool = _answer_tool(request.get("tools"))
+    if decision["kind"] == "unknown":
+        return {"role": "assistant", "content": "I can only solve chain_sum questions like `12 + 34 - 5 =`."}
+    if decision["kind"] == "no_tool" or tool is None:
+        return {"role": "assistant", "content": f"The answer is {decision['value']}."}
+    name, argument = tool
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{
+            "id": f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            # OpenAI sends arguments as a JSON *string*; clients json.loads it.
+            "function": {"name": name, "arguments": json.dumps({argument: str(decision["value"])})},
+        }],
+    }
+
+
+def chat_completion(policy: TeacherPolicy, request: dict, model_name: str) -> dict:
+    """A full chat.completion response object around `reply`."""
+    message = reply(policy, request)
+    prompt_chars = sum(len(_message_text(m)) for m in request.get("messages") or [])
+    completion_chars = len(json.dumps(message))
+    usage = {"prompt_tokens": prompt_chars // 4, "completion_tokens": completion_chars // 4}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model") or model_name,
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+            "logprobs": None,
+        }],
+        "usage": usage,
+    }
+
+
+def create_app(policy: TeacherPolicy | None = None, model_name: str | None = None):
+    """The FastAPI app: POST /v1/chat/completions, GET /v1/models, GET /health."""
+    policy = policy or TeacherPolicy.from_env()
+    model_name = model_name or os.environ.get("TEACHER_MODEL", DEFAULT_MODEL_NAME)
+    app = FastAPI(title="Local chain_sum teacher (OpenAI-compatible stand-in)")
+    app.state.policy = policy
+    counts: dict[str, int] = {"answer": 0, "mistake": 0, "no_tool": 0, "unknown": 0}
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model_name, "mistake_rate": policy.mistake_rate,
+                "no_tool_rate": policy.no_tool_rate, "seed": policy.seed, "replies": counts}
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
+                                            "owned_by": "local"}]}
+
+    @app.post("/v1/chat/completions")
+    async def completions(request: Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError as exc:
+            raise HTTPException(400, f"The request body is not JSON: {exc}") from exc
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            raise HTTPException(400, "Expected a JSON object with a `messages` list.")
+        if body.get("stream"):
+            raise HTTPException(400, "This local teacher does not stream; send stream=false.")
+        question = next((_message_text(m) for m in reversed(body["messages"])
+                         if isinstance(m, dict) and m.get("role") == "user"), "")
+        response = chat_completion(policy, body, model_name)
+        kind = "unknown" if solve_chain_sum(question) is None else policy.decide(question)["kind"]
+        if not any(isinstance(m, dict) and m.get("role") == "tool" for m in body["messages"]):
+            counts[kind] += 1
+        return response
+
+    return app
