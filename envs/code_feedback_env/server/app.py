@@ -1,0 +1,63 @@
+"""ASGI app of the code feedback environment.
+
+    MAX_CONCURRENT_ENVS=16 python -m uvicorn code_feedback_env.server.app:app --port 8000
+
+Each WebSocket session (`/ws`, what `CodeFeedbackEnv` uses) gets its own environment; each step
+runs the submission in its own sandboxed process (`helpers.sandbox`), so a session that submits a
+fork bomb costs that session a few seconds and nobody else anything. ``MAX_CONCURRENT_ENVS``
+(default 16) caps open sessions, and with them the sandboxes running at once. Sandbox limits can
+be tightened with ``CODE_ENV_WALL_TIMEOUT_S``, ``CODE_ENV_CPU_TIME_S``, ``CODE_ENV_MEMORY_MB``,
+``CODE_ENV_MAX_PROCESSES`` and ``CODE_ENV_MAX_OUTPUT_CHARS``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from openenv.core.env_server.http_server import create_app
+
+from ..models import CodeAction, CodeObservation
+from .environment import CodeFeedbackEnvironment, limits_from_env
+
+DEFAULT_MAX_CONCURRENT_ENVS = 16
+
+
+def max_concurrent_envs_from_env() -> int:
+    """``MAX_CONCURRENT_ENVS`` as a positive int (default 16), or a clear error."""
+    raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
+    if not raw:
+        return DEFAULT_MAX_CONCURRENT_ENVS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"MAX_CONCURRENT_ENVS must be a positive integer, got {raw!r}.")
+    return value
+
+
+limits_from_env()  # a bad CODE_ENV_* variable fails at start-up, not on the first step
+app = create_app(
+    CodeFeedbackEnvironment,
+    CodeAction,
+    CodeObservation,
+    env_name="code_feedback_env",
+    max_concurrent_envs=max_concurrent_envs_from_env(),
+)
+
+
+def main() -> None:
+    """``python -m code_feedback_env.server.app [--host H] [--port P]``."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+    uvicorn.run(app, host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()
