@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from helpers.servers import LocalServer
@@ -34,6 +36,7 @@ def test_offline_nltk_folder_is_built_from_textarena_and_blocks_downloads():
     from textarena_env.offline_nltk import OfflineNLTKError, use_offline_nltk
 
     root = use_offline_nltk()
+    assert os.environ["NLTK_DATA"].split(os.pathsep)[0] == str(root)  # child processes find it too
     basic = (root / "corpora" / "words" / "en-basic").read_text().split()
     everything = set((root / "corpora" / "words" / "en").read_text().split())
     assert len(basic) > 1000 and all(len(w) == 5 and w.isalpha() and w.islower() for w in basic)

@@ -129,8 +129,8 @@ def use_offline_nltk() -> Path:
     if not (root / "READY").exists():
         root.parent.mkdir(parents=True, exist_ok=True)
         build(root)
-    os.environ["NLTK_DATA"] = os.pathsep.join(
-        p for p in (str(root), os.environ.get("NLTK_DATA")) if p and p != str(root))
+    others = [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p and p != str(root)]
+    os.environ["NLTK_DATA"] = os.pathsep.join([str(root), *others])  # for child processes too
     import nltk
 
     if str(root) not in nltk.data.path:
