@@ -1,0 +1,173 @@
+"""Notebook 02 (SFT warm-up): the real `openenv collect` CLI against the local teacher and env server,
+the conversion and reward filter, the early errors, and the tiny notebook run end to end."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from helpers.evaluation import parse_answer_call
+from helpers.prompts import CHAIN_SUM_CONFIG, SYSTEM_PROMPT
+from helpers.servers import LocalServer, free_port
+from helpers.sft_data import (
+    NoExamplesError,
+    Teacher,
+    TeacherError,
+    check_teacher,
+    collect_command,
+    keep_correct,
+    length_stats,
+    load_results,
+    render,
+    require_examples,
+    run_collect,
+    sft_rows,
+    to_sft_example,
+    token_lengths,
+)
+
+NB = "02_sft_warmup"
+
+
+def teacher_counts(server) -> dict:
+    with urllib.request.urlopen(server.base_url + "/health") as resp:
+        return json.loads(resp.read())["replies"]
+
+
+@pytest.fixture(scope="module")
+def collected(rg_server, tmp_path_factory):
+    """16 episodes collected by the real CLI from a teacher that errs often, then 4 more with --resume."""
+    out = tmp_path_factory.mktemp("rollouts")
+    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher", log_dir=out,
+                     env={"TEACHER_MISTAKE_RATE": "0.4", "TEACHER_NO_TOOL_RATE": "0.2", "TEACHER_SEED": "1"}) as t:
+        teacher = Teacher.endpoint(t.base_url, "chain-sum-teacher")
+
+        def collect(n):
+            cmd = collect_command(rg_server.base_url, out, n_episodes=n, dataset_config=CHAIN_SUM_CONFIG,
+                                  system_prompt=SYSTEM_PROMPT, teacher=teacher)
+            return run_collect(cmd, out, n_episodes=n, progress=False)
+
+        first = collect(16)
+        first_counts = teacher_counts(t)
+        first_lines = (out / "results.jsonl").read_text().splitlines()
+        second = collect(20)
+        yield {"dir": out, "first": first, "first_counts": first_counts, "first_lines": first_lines,
+               "second": second, "counts": teacher_counts(t)}
+
+
+def test_cli_collects_scored_episodes(collected):
+    first, counts = collected["first"], collected["first_counts"]
+    assert first.collected + first.failed == 16 and first.in_file == first.collected
+    # every teacher reply without a tool call is an episode the CLI could not score
+    assert first.failed == counts["no_tool"]
+    records = [json.loads(line) for line in collected["first_lines"]]
+    assert [r["episode_id"] for r in records] == sorted(r["episode_id"] for r in records)
+    for record in records:
+        user, assistant, tool = record["messages"]
+        assert user["role"] == "user" and "arithmetic problem" in user["content"]
+        arguments = assistant["tool_calls"][0]["function"]["arguments"]
+        assert isinstance(arguments, str)  # OpenAI format: a JSON string
+        given = json.loads(arguments)["answer"]
+        # the reward is the environment's verdict on the teacher's answer
+        assert record["reward"] == (1.0 if given == record["artifacts"]["correct_answer"] else 0.0)
+        assert json.loads(tool["content"])["score"] == record["reward"]
+    assert sum(r["reward"] < 1 for r in records) == counts["mistake"] > 0
+
+
+def test_resume_keeps_and_extends(collected):
+    second, first_lines = collected["second"], collected["first_lines"]
+    lines = (collected["dir"] / "results.jsonl").read_text().splitlines()
+    assert lines[:len(first_lines)] == first_lines  # nothing rewritten
+    assert second.skipped == len(first_lines)
+    assert second.collected + second.failed == 20 - second.skipped  # failed ids are retried too
+    ids = [json.loads(line)["episode_id"] for line in lines]
+    assert len(ids) == len(set(ids)) == second.in_file
+
+
+def test_filter_keeps_only_correct_in_trainer_layout(collected):
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from helpers.models import resolve_model
+
+    records = load_results(collected["dir"])
+    examples = [to_sft_example(r, SYSTEM_PROMPT) for r in records]
+    kept = keep_correct(examples)
+    assert len(kept) == sum(r["reward"] == 1.0 for r in records)
+    assert len(kept) < len(examples)  # the teacher's mistakes were filtered out
+    truth = {r["episode_id"]: r["artifacts"]["correct_answer"] for r in records}
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny"))
+    for example in kept:
+        system, user, assistant = example["messages"]
+        assert system == {"role": "system", "content": SYSTEM_PROMPT} and user["role"] == "user"
+        assert isinstance(assistant["tool_calls"][0]["function"]["arguments"], str)
+        text = render(tokenizer, example)
+        assert '<tool_call>\n{"name": "answer", "arguments": {"answer": "' in text
+        assert parse_answer_call(text.split("<|im_start|>assistant")[-1]) == truth[example["episode_id"]]
+        assert '"name": "answer"' in text.split("<tools>\n")[1].split("</tools>")[0]  # the tool is in the prompt
+    dataset = Dataset.from_list(sft_rows(kept))  # Arrow accepts it: arguments are strings
+    assert dataset.column_names == ["messages", "tools"]
+    stats = length_stats(token_lengths(tokenizer, kept))
+    assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
+
+
+def test_teacher_down_is_a_clear_error_naming_the_url(monkeypatch):
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(TeacherError, match=f"No teacher answers at {url}"):
+        check_teacher(Teacher.endpoint(url, "m"), system_prompt=SYSTEM_PROMPT, question="1 + 1 =")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("API_KEY", raising=False)
+    with pytest.raises(TeacherError, match="OPENAI_API_KEY"):
+        check_teacher(Teacher.openai("gpt-5-mini"), system_prompt=SYSTEM_PROMPT, question="1 + 1 =")
+
+
+def test_zero_kept_is_a_clear_error():
+    with pytest.raises(NoExamplesError, match="TEACHER_MISTAKE_RATE"):
+        require_examples([], collected=10, failed=2)
+
+
+def test_notebook_tiny(notebook_runner):
+    from transformers import AutoTokenizer
+
+    from helpers.models import trl_qwen3_chat_template
+    from helpers.notebooks import cell_outputs_text
+
+    metrics, executed = notebook_runner(NB)
+    assert metrics["profile"] == "tiny" and metrics["teacher_kind"] == "local"
+    n = metrics["episodes_requested"]
+    assert metrics["episodes_collected"] + metrics["episodes_failed"] == n
+    assert metrics["episodes_kept"] + metrics["episodes_wrong"] == metrics["episodes_collected"]
+    assert 1 <= metrics["episodes_kept"] < n
+    assert metrics["length_p50"] <= metrics["length_p95"] <= metrics["length_p99"] < metrics["max_length"]
+    assert metrics["sft_steps"] >= 1 and metrics["sft_seconds"] > 0 and metrics["sft_loss_first"] > 0
+    for when in ("before", "after"):
+        for key, ci in (("format", "format_ci"), ("accuracy", "accuracy_ci")):
+            value, (low, high) = metrics[f"{key}_{when}"], metrics[f"{ci}_{when}"]
+            assert 0.0 <= low <= value <= high <= 1.0
+    checkpoint = Path(metrics["checkpoint"])
+    assert (checkpoint / "config.json").exists() and checkpoint.parent.name == NB
+    assert AutoTokenizer.from_pretrained(checkpoint).chat_template == trl_qwen3_chat_template()
+    assert (checkpoint.parent / "sft_loss.png").exists() and (checkpoint.parent / "before_after.png").exists()
+    text = cell_outputs_text(executed)
+    assert "openenv collect reasoning_gym:chain_sum" in text and "Collected=" in text
+
+
+def test_notebook_stops_before_collecting_when_the_teacher_is_down(notebook_runner, tmp_path):
+    from papermill.exceptions import PapermillExecutionError
+
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(PapermillExecutionError, match=f"No teacher answers at {url}"):
+        notebook_runner(NB, LLM_ENDPOINT=url, TEACHER_MODEL="m")
+    assert not list((tmp_path / "runs").rglob("results.jsonl"))
+
+
+def test_notebook_stops_before_sft_when_nothing_is_kept(notebook_runner, tmp_path):
+    from papermill.exceptions import PapermillExecutionError
+
+    with pytest.raises(PapermillExecutionError, match="NoExamplesError"):
+        notebook_runner(NB, N_EPISODES=6, TEACHER_MISTAKE_RATE=1.0)
+    assert list((tmp_path / "runs").rglob("results.jsonl"))  # it collected, then refused to train
+    assert not list((tmp_path / "runs").rglob("checkpoint"))
