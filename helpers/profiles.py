@@ -22,6 +22,32 @@ PROFILE_NAMES = ("tiny", "cpu", "gpu")
 
 # notebook -> profile -> settings. Every profile of a notebook has the same keys.
 NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
+    # 01: the seed's end-to-end GRPO walkthrough (environment_factory on reasoning_gym chain_sum) + held-out eval.
+    # gpu = the seed's config (Qwen3-1.7B, 150 steps, lr 1e-6, 1 x 4 rollouts, 2 generations, 256 tokens).
+    # cpu = SmolLM2-135M warm-started from notebook 02's SFT checkpoint; see the notebook's "CPU recipe" cell.
+    "01_grpo_walkthrough": {
+        "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
+                 "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
+                 "max_steps": 3, "learning_rate": 1e-5, "per_device_train_batch_size": 8,
+                 "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 48,
+                 "max_tool_calling_iterations": 1, "temperature": 1.0, "warmup_steps": 0,
+                 "activation_checkpointing": False, "logging_steps": 1, "log_completions": False,
+                 "eval_n": 8, "eval_max_new_tokens": 40, "report_to": "trackio"},
+        "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
+                "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
+                "max_steps": 60, "learning_rate": 2e-5, "per_device_train_batch_size": 16,
+                "gradient_accumulation_steps": 1, "num_generations": 8, "max_completion_length": 48,
+                "max_tool_calling_iterations": 1, "temperature": 1.0, "warmup_steps": 0,
+                "activation_checkpointing": False, "logging_steps": 1, "log_completions": False,
+                "eval_n": 100, "eval_max_new_tokens": 40, "report_to": "trackio"},
+        "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
+                "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
+                "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
+                "gradient_accumulation_steps": 4, "num_generations": 2, "max_completion_length": 256,
+                "max_tool_calling_iterations": None, "temperature": 1.0, "warmup_steps": 10,
+                "activation_checkpointing": True, "logging_steps": 10, "log_completions": True,
+                "eval_n": 100, "eval_max_new_tokens": 256, "report_to": "trackio"},
+    },
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
     "04_openreward_spec": {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "num_tasks": 16, "max_steps": 2,
@@ -80,6 +106,22 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "teacher_mistake_rate": 0.1, "teacher_no_tool_rate": 0.0, "num_train_epochs": 3,
                 "batch_size": 4, "gradient_accumulation_steps": 2, "learning_rate": 2e-5, "warmup_steps": 10,
                 "eval_n": 50, "eval_max_new_tokens": 64, "logging_steps": 5, "report_to": "trackio"},
+    },
+    # 00: OpenEnv quick start; GRPO on the code feedback env (environment_factory, run_code tool).
+    # gpu = the seed's training recipe shape (Qwen3-1.7B, 4 generations, vLLM when installed).
+    "00_openenv_quickstart": {
+        "tiny": {"model": "tiny-toolcall", "max_steps": 2, "per_device_train_batch_size": 4,
+                 "num_generations": 2, "max_completion_length": 64, "max_tool_calling_iterations": 2,
+                 "learning_rate": 1e-5, "sandbox_wall_timeout_s": 2.0, "enable_thinking": None,
+                 "use_vllm": False, "report_to": "trackio"},
+        "cpu": {"model": "smollm2-135m", "max_steps": 4, "per_device_train_batch_size": 4,
+                "num_generations": 2, "max_completion_length": 128, "max_tool_calling_iterations": 2,
+                "learning_rate": 5e-6, "sandbox_wall_timeout_s": 5.0, "enable_thinking": None,
+                "use_vllm": False, "report_to": "trackio"},
+        "gpu": {"model": "Qwen/Qwen3-1.7B", "max_steps": 100, "per_device_train_batch_size": 8,
+                "num_generations": 4, "max_completion_length": 512, "max_tool_calling_iterations": 3,
+                "learning_rate": 1e-6, "sandbox_wall_timeout_s": 5.0, "enable_thinking": False,
+                "use_vllm": True, "report_to": "trackio"},
     },
     "harness_smoke": {
         "tiny": {"dataset_name": "chain_sum", "episodes": 3},

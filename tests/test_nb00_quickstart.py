@@ -1,0 +1,49 @@
+"""Notebook 00 end to end with PROFILE=tiny: echo (async, sync, MCP), Wordle, the code feedback
+environment under attack, and a couple of GRPO steps through environment_factory."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.profiles import NOTEBOOK_PROFILES
+
+NOTEBOOK = "00_openenv_quickstart"
+
+
+def test_profiles_share_keys_and_tiny_is_small():
+    profiles = NOTEBOOK_PROFILES[NOTEBOOK]
+    assert set(profiles) == {"tiny", "cpu", "gpu"}
+    assert len({frozenset(p) for p in profiles.values()}) == 1
+    assert profiles["tiny"]["model"] in ("tiny", "tiny-toolcall") and profiles["tiny"]["max_steps"] <= 2
+
+
+@pytest.mark.slow
+def test_tiny_run_records_sane_metrics(notebook_runner):
+    metrics, executed = notebook_runner(NOTEBOOK)
+    assert metrics["profile"] == "tiny"
+    # Part 1: echo over the typed client and over MCP
+    assert metrics["echo_reward"] == pytest.approx(1.5) and metrics["echo_message_length"] == 15
+    assert metrics["mcp_tools"] == ["echo_message", "echo_with_length"]
+    assert metrics["mcp_echo"] == "Hello over MCP"
+    assert metrics["mcp_echo_with_length"] == {"message": "Hello over MCP", "length": 14}
+    # Part 2: Wordle turns were played and scored
+    assert 1 <= metrics["wordle_turns"] <= 3
+    assert all(r in (0.0, 1.0) for r in metrics["wordle_rewards"])
+    # Part 3: the seed's rewards, and a graded task
+    assert metrics["code_valid_reward"] == 1.0 and metrics["code_broken_reward"] == -0.5
+    assert metrics["code_partial_reward"] == 0.5
+    # Part 4: every attack contained and reported, the server kept serving
+    status = metrics["attack_status"]
+    assert status["infinite loop"] == "timeout"
+    assert status["memory bomb"] == "memory_limit"
+    assert status["MBs of output"] == "output_limit"
+    assert status["read server source"] == "error" and status["network socket"] == "error"
+    assert 0 <= metrics["fork_loop_children"] < 64
+    assert metrics["server_healthy_after_attacks"] and metrics["next_episode_reward"] == 1.0
+    assert 0 < metrics["sandbox_overhead_ms_direct"] < 5000
+    assert set(metrics["isolation"]) >= {"processes", "network", "files", "resources", "environment"}
+    # Part 5: GRPO ran through environment_factory
+    assert metrics["grpo_steps"] == 2
+    assert -1.0 <= metrics["grpo_reward_mean"] <= 1.0
+    assert 0.0 <= metrics["grpo_tool_call_frequency"]
+    assert executed.exists()
