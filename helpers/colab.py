@@ -318,8 +318,21 @@ def _summary(markdown: str) -> str:
     if index and len(sentences[index - 1]) + len(sentence) < 320:  # "...: in this notebook you take over *that*"
         sentence = f"{sentences[index - 1]} {sentence}"
     if len(sentence) > 300:
-        sentence = sentence[:300].rsplit(" ", 1)[0] + " …"
+        sentence = _shorten(sentence, 300)
     return sentence.replace("|", "\\|")
+
+
+def _shorten(text: str, limit: int) -> str:
+    """Cut `text` at a clause boundary before `limit`, leaving no open bracket, bold or code span."""
+    cut = text[:limit]
+    clause = max(cut.rfind(": "), cut.rfind("; "))
+    cut = cut[:clause] if clause > limit // 3 else cut[:cut.rfind(", ")] if ", " in cut else cut.rsplit(" ", 1)[0]
+    while cut.count("(") > cut.count(")"):
+        cut = cut[:cut.rfind("(")]
+    for mark in ("**", "`"):
+        if cut.count(mark) % 2:
+            cut = cut[:cut.rfind(mark)]
+    return cut.rstrip(" ,;:") + " …"
 
 
 def _title(markdown: str, fallback: str) -> str:

@@ -138,3 +138,12 @@ def test_readme_table_lists_each_notebook_with_its_badge(tmp_path):
     full = readme_table()
     for notebook in NOTEBOOKS:
         assert f"(notebooks/{notebook.name})" in full and colab_badge(f"colab/{notebook.name}") in full
+
+
+def test_long_summaries_are_cut_at_a_clause_without_open_markup(tmp_path):
+    long = ("In this notebook you connect to an *echo* environment (with the async client and `.sync()`), play, "
+            + "and **build and serve your own environment** (the guide's code feedback one, where an agent " * 3)
+    nb = write_notebook(tmp_path / "07_long.ipynb", [("md", f"# Long\n\n{long}"), ("parameters", "PROFILE = None")])
+    summary = readme_table([nb]).splitlines()[2].split(" | ")[2]
+    assert summary.endswith(" …") and len(summary) <= 302
+    assert summary.count("**") % 2 == 0 and summary.count("`") % 2 == 0 and summary.count("(") == summary.count(")")
