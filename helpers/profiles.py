@@ -110,8 +110,8 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # 00: OpenEnv quick start; GRPO on the code feedback env (environment_factory, run_code tool).
     # gpu = the seed's training recipe shape (Qwen3-1.7B, 4 generations, vLLM when installed).
     "00_openenv_quickstart": {
-        "tiny": {"model": "tiny-toolcall", "max_steps": 2, "per_device_train_batch_size": 4,
-                 "num_generations": 2, "max_completion_length": 64, "max_tool_calling_iterations": 2,
+        "tiny": {"model": "tiny-toolcall", "max_steps": 2, "per_device_train_batch_size": 2,
+                 "num_generations": 2, "max_completion_length": 48, "max_tool_calling_iterations": 2,
                  "learning_rate": 1e-5, "sandbox_wall_timeout_s": 2.0, "enable_thinking": None,
                  "use_vllm": False, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "max_steps": 4, "per_device_train_batch_size": 4,

@@ -29,7 +29,8 @@ inside the process.
 
 What this does NOT protect against: kernel exploits (the child shares the kernel), side channels,
 disk filling with many files (only each file's size is capped), and, where a layer falls back to
-the guard, a determined attacker. In production, run the environment server itself in a
+the guard, a determined attacker. Without a pids cgroup (non-root), a grandchild that leaves the
+process group (`os.setsid()`) can outlive its run; it keeps its CPU-time and other limits. In production, run the environment server itself in a
 container (Docker with `--network none`, a read-only root, pids/memory limits) or a gVisor /
 Firecracker sandbox, and keep this per-submission process on top.
 
