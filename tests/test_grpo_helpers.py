@@ -1,0 +1,173 @@
+"""helpers.grpo: env-pool sizing checked against a real GRPOTrainer, the reward delta, the diagnosis."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from helpers.grpo import (
+    RewardDelta,
+    check_dataset_name,
+    diagnose,
+    env_sessions_needed,
+    publish,
+    reward_delta,
+    system_prompt_for,
+)
+from helpers.prompts import SYSTEM_PROMPT
+
+
+def _config(tmp_path, **kw):
+    from trl import GRPOConfig
+
+    base = dict(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none",
+                save_strategy="no", logging_steps=1)
+    return GRPOConfig(**{**base, **kw})
+
+
+def test_sessions_follow_the_generation_batch(tmp_path):
+    # the seed's config: 1 rollout per device x 4 accumulation steps = 4 sessions (+1 for evaluation)
+    seed = _config(tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=4, num_generations=2)
+    assert env_sessions_needed(seed) == 5
+    assert env_sessions_needed(seed, extra=0) == 4
+    wide = _config(tmp_path, per_device_train_batch_size=8, gradient_accumulation_steps=1, num_generations=4)
+    assert env_sessions_needed(wide) == 9
+    # an explicit steps_per_generation (not gradient accumulation) sets the generation batch
+    spg = _config(tmp_path, per_device_train_batch_size=4, steps_per_generation=3, num_generations=4)
+    assert env_sessions_needed(spg) == 13
+
+
+def test_trainer_pool_fits_the_computed_server_cap(tmp_path, monkeypatch):
+    """A real GRPOTrainer against a server capped at exactly env_sessions_needed(config) sessions.
+
+    TRL opens one session per rollout of a generation batch; the evaluation's session is opened
+    while that pool is still alive. A smaller cap would refuse a session and stop training.
+    """
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    from helpers.models import resolve_model
+    from helpers.servers import LocalServer
+    from reasoning_gym_env import ReasoningGymEnv
+
+    config = _config(tmp_path, per_device_train_batch_size=2, gradient_accumulation_steps=2, num_generations=2,
+                     max_steps=1, max_completion_length=8, max_tool_calling_iterations=1, learning_rate=1e-5)
+    cap = env_sessions_needed(config)
+    made = []
+
+    with LocalServer("reasoning_gym_env.server.app:app", env={"MAX_CONCURRENT_ENVS": str(cap)},
+                     name="rg_cap", log_dir=tmp_path) as server:
+
+        class CountedEnv:
+            def __init__(self):
+                self.client = ReasoningGymEnv(base_url=server.base_url).sync()
+                self.seed = random.randint(0, 2**31 - 1)
+                self.started = False
+                self.reward = 0.0
+                made.append(self)
+
+            def reset(self, **kwargs) -> str:
+                if self.started:
+                    result = self.client.reset()
+                else:
+                    result = self.client.reset(dataset_name="chain_sum", dataset_config={}, seed=self.seed, size=50)
+                    self.started = True
+                return result.observation.question
+
+            def answer(self, answer: str) -> str:
+                """Submit the final answer for the current question.
+
+                Args:
+                    answer: The agent's answer (will be parsed as a number server-side).
+                """
+                return answer
+
+        path = resolve_model("tiny")
+        rows = [[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ""}]] * 8
+        trainer = GRPOTrainer(
+            model=AutoModelForCausalLM.from_pretrained(path), processing_class=AutoTokenizer.from_pretrained(path),
+            reward_funcs=lambda environments, **kw: [e.reward for e in environments],
+            train_dataset=Dataset.from_dict({"prompt": rows}), args=config, environment_factory=CountedEnv)
+        trainer.train()
+        assert len(made) == cap - 1 == config.generation_batch_size
+        assert all(env.started for env in made)
+        # the pool still holds its sessions: the evaluation's extra one must fit under the cap
+        with ReasoningGymEnv(base_url=server.base_url).sync() as evaluation:
+            assert evaluation.reset(dataset_name="chain_sum", seed=1, size=3).observation.question
+
+    # publishing: always a local copy; a push without a token, or to an unreachable Hub, is reported, not raised
+    tokenizer = trainer.processing_class
+    saved = publish(trainer, tokenizer, tmp_path / "model")
+    assert saved == {"saved_to": str(tmp_path / "model"), "pushed_to": None, "push_error": None}
+    assert (tmp_path / "model" / "model.safetensors").exists() and (tmp_path / "model" / "tokenizer.json").exists()
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no stored login either
+    assert "no Hugging Face token" in publish(trainer, tokenizer, tmp_path / "m2", push=True)["push_error"]
+    monkeypatch.setenv("HF_TOKEN", "hf_placeholder")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # what an unreachable Hub looks like, without waiting on DNS
+    failed = publish(trainer, tokenizer, tmp_path / "m3", push=True)
+    assert failed["pushed_to"] is None and failed["push_error"]
+
+
+def _log(*rewards, **extra):
+    return [{"reward": r, "step": i + 1, **extra} for i, r in enumerate(rewards)] + [{"train_runtime": 1.0}]
+
+
+def test_reward_delta_is_the_seeds_first_and_last_five():
+    d = reward_delta(_log(0.1, 0.1, 0.2, 0.2, 0.2, 0.5, 0.6, 0.6, 0.7, 0.7, 0.8, 0.8))
+    assert d.window == 5 and d.logged == 12
+    assert d.initial == pytest.approx(0.16)
+    assert d.final == pytest.approx(0.72)
+    assert d.delta == pytest.approx(0.56)
+
+
+def test_reward_delta_shrinks_the_window_for_short_runs():
+    d = reward_delta(_log(0.0, 0.25, 0.5))
+    assert d.window == 1 and d.initial == 0.0 and d.final == 0.5
+    one = reward_delta(_log(0.4))
+    assert one.delta == 0.0 and one.window == 1
+    with pytest.raises(ValueError, match="logging_steps"):
+        reward_delta([{"loss": 1.0}])
+
+
+@pytest.mark.parametrize("initial, final, calls, verdict", [
+    (0.30, 0.55, 1.0, "healthy"),
+    (0.95, 0.96, 1.0, "too_easy"),
+    (0.05, 0.05, 1.0, "too_hard"),
+    (0.60, 0.40, 1.0, "past_saturation"),
+    (0.50, 0.51, 1.0, "flat"),
+    (0.00, 0.00, 0.0, "no_tool_calls"),
+    (0.05, 0.05, None, "too_hard"),
+])
+def test_diagnosis(initial, final, calls, verdict):
+    d = diagnose(RewardDelta(initial, final, final - initial, 5, 10), tool_call_frequency=calls)
+    assert d.verdict == verdict
+    assert f"{(final - initial) * 100:+.1f} pp" in d.message
+
+
+def test_diagnosis_points_to_sft_when_format_bound():
+    assert "notebook 02" in diagnose(RewardDelta(0.0, 0.0, 0.0, 1, 2), tool_call_frequency=0.0).message
+    assert "notebook 02" in diagnose(RewardDelta(0.02, 0.02, 0.0, 1, 2)).message
+
+
+def test_dataset_names():
+    for name in ("chain_sum", "simple_equations", "letter_counting", "propositional_logic"):
+        check_dataset_name(name)
+    with pytest.raises(ValueError) as err:
+        check_dataset_name("chain_sums")
+    assert "chain_sum" in str(err.value) and "letter_counting" in str(err.value) and "Did you mean" in str(err.value)
+    assert system_prompt_for("chain_sum") == SYSTEM_PROMPT
+    assert "answer" in system_prompt_for("letter_counting") and "addition" not in system_prompt_for("letter_counting")
+
+
+@pytest.mark.parametrize("name", ["simple_equations", "letter_counting", "propositional_logic"])
+def test_env_serves_the_suggested_datasets(rg_server, name):
+    from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
+
+    with ReasoningGymEnv(base_url=rg_server.base_url).sync() as env:
+        question = env.reset(dataset_name=name, dataset_config={}, seed=3, size=5).observation.question
+        assert question
+        step = env.step(ReasoningGymAction(answer="x"))
+        assert step.done and 0.0 <= float(step.observation.score or 0.0) <= 1.0 and step.observation.correct_answer

@@ -1,0 +1,69 @@
+"""Notebook 01 (end-to-end GRPO walkthrough) with PROFILE=tiny: trains, evaluates, records sane metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.notebooks import NOTEBOOKS_DIR, cell_outputs_text, static_problems
+
+NB = "01_grpo_walkthrough"
+
+
+def test_notebook_passes_the_static_gate():
+    assert static_problems(NOTEBOOKS_DIR / f"{NB}.ipynb") == []
+
+
+def test_tiny_run_records_sane_metrics(notebook_runner):
+    metrics, executed = notebook_runner(NB)
+    text = cell_outputs_text(executed)
+
+    # the trainer ran its steps against the local server, sized from the config
+    assert metrics["profile"] == "tiny" and metrics["env_server"] == "local"
+    assert metrics["steps"] == 3
+    assert metrics["env_sessions"] == metrics["generation_batch_size"] + 1
+    assert 1 <= metrics["env_pool_size"] <= metrics["generation_batch_size"]
+    assert "MAX_CONCURRENT_ENVS=9" in text and "local reasoning_gym server stopped" in text
+
+    # rewards are environment scores; the reward delta is their first/last average
+    curve = metrics["reward_curve"]
+    assert len(curve) == 3 and all(0.0 <= r <= 1.0 for r in curve)
+    for key in ("reward_initial", "reward_final"):
+        assert 0.0 <= metrics[key] <= 1.0
+    assert metrics["reward_delta"] == pytest.approx(metrics["reward_final"] - metrics["reward_initial"])
+    assert metrics["tool_call_frequency"] > 0  # tiny-toolcall emits <tool_call> blocks that TRL parsed
+    assert metrics["diagnosis"] in {"healthy", "too_easy", "too_hard", "no_tool_calls", "past_saturation", "flat"}
+    assert "Diagnosis [" in text
+
+    # held-out evaluation before and after, same size, with intervals around the point estimates
+    assert metrics["eval_n"] == 8
+    for when in ("before", "after"):
+        for name, ci in (("accuracy", "accuracy_ci"), ("format", "format_ci")):
+            value, (lo, hi) = metrics[f"{name}_{when}"], metrics[f"{ci}_{when}"]
+            assert 0.0 <= lo <= value <= hi <= 1.0
+    assert metrics["format_before"] > 0  # the tool-call format survives into the evaluation parser
+
+    # plots and the local model copy were written; nothing was pushed
+    for plot in metrics["plots"]:
+        assert Path(plot).stat().st_size > 1000
+    assert (Path(metrics["saved_to"]) / "model.safetensors").exists()
+    assert metrics["pushed_to"] is None
+    assert metrics["start_checkpoint"].startswith("tiny-toolcall") and metrics["warm_started"] is False
+    assert metrics["train_seconds"] > 0 and metrics["wall_seconds"] >= metrics["train_seconds"]
+
+
+def test_unknown_dataset_fails_before_training(notebook_runner):
+    import papermill
+
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        notebook_runner(NB, DATASET_NAME="chain_sums")
+    assert "Unknown DATASET_NAME 'chain_sums'" in str(err.value) and "letter_counting" in str(err.value)
+
+
+def test_unreachable_server_is_named_before_training(notebook_runner):
+    import papermill
+
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        notebook_runner(NB, ENV_BASE_URL="http://127.0.0.1:9")
+    assert "http://127.0.0.1:9" in str(err.value) and "No server answers" in str(err.value)
