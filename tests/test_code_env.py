@@ -212,3 +212,23 @@ def test_result_channel_reports_return_values():
     assert result.status == "ok"
     assert result.results[0] == {"ok": True, "value": 9}
     assert result.results[1]["ok"] is False and "TypeError" in result.results[1]["error"]
+
+
+def test_a_fork_bomb_in_one_session_does_not_disturb_the_others(code_server):
+    """Sessions run side by side; the bomb's session times out, the others are graded as usual."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from code_feedback_env import CodeFeedbackEnv
+
+    def session(code):
+        with CodeFeedbackEnv(base_url=code_server.base_url).sync() as client:
+            client.reset(task="add")
+            return submit(client, code)
+
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = [pool.submit(session, code) for code in (bomb, ADD, ADD)]
+        results = [f.result(timeout=60) for f in futures]
+    assert results[0].observation.status in ("timeout", "error") and results[0].reward == -0.5
+    assert [r.reward for r in results[1:]] == [1.0, 1.0]
+    assert sandbox_processes() == []

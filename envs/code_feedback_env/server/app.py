@@ -4,7 +4,7 @@
 
 Each WebSocket session (`/ws`, what `CodeFeedbackEnv` uses) gets its own environment; each step
 runs the submission in its own sandboxed process (`helpers.sandbox`), so a session that submits a
-fork bomb costs that session a few seconds and nobody else anything. ``MAX_CONCURRENT_ENVS``
+fork bomb costs that session a few seconds, and the others a share of the CPU for those seconds. ``MAX_CONCURRENT_ENVS``
 (default 16) caps open sessions, and with them the sandboxes running at once. Sandbox limits can
 be tightened with ``CODE_ENV_WALL_TIMEOUT_S``, ``CODE_ENV_CPU_TIME_S``, ``CODE_ENV_MEMORY_MB``,
 ``CODE_ENV_MAX_PROCESSES`` and ``CODE_ENV_MAX_OUTPUT_CHARS``.
