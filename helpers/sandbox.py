@@ -165,6 +165,8 @@ def _apply_landlock(read_dirs: list[str], workdir: str, block_tcp: bool) -> str 
 
 def _new_network_namespace(root: bool) -> str | None:
     """Move this process into an empty network namespace (only a down loopback)."""
+    if not sys.platform.startswith("linux"):
+        return None
     libc = _libc()
     if root and libc.unshare(_CLONE_NEWNET) == 0:
         return "new network namespace (kernel)"
@@ -238,18 +240,28 @@ def _child_main(config: dict) -> None:
         if landlock_abi() >= 6:
             isolation["signals"] = "Landlock scope: no signals to processes outside the sandbox"
 
-    # 4. Resource limits.
+    # 4. Resource limits (each one that this OS refuses is named in the report).
     mb = 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_time_s"], limits["cpu_time_s"] + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] * mb, limits["memory_mb"] * mb))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["max_file_bytes"], limits["max_file_bytes"]))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["max_open_files"], limits["max_open_files"]))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    wanted = [("CPU", resource.RLIMIT_CPU, limits["cpu_time_s"], limits["cpu_time_s"] + 1),
+              ("AS", resource.RLIMIT_AS, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
+              ("FSIZE", resource.RLIMIT_FSIZE, limits["max_file_bytes"], limits["max_file_bytes"]),
+              ("NOFILE", resource.RLIMIT_NOFILE, limits["max_open_files"], limits["max_open_files"]),
+              ("CORE", resource.RLIMIT_CORE, 0, 0)]
     if nproc_limit is not None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc_limit, nproc_limit))
+        wanted.append(("NPROC", resource.RLIMIT_NPROC, nproc_limit, nproc_limit))
+    refused = []
+    for name, which, soft, hard in wanted:
+        try:
+            resource.setrlimit(which, (soft, hard))
+        except (ValueError, OSError):
+            refused.append(name)
+    if "NPROC" in refused:
+        del isolation["processes"]
     isolation["resources"] = (f"setrlimit: CPU {limits['cpu_time_s']} s, address space "
                               f"{limits['memory_mb']} MB, files {limits['max_file_bytes']:,} bytes, "
                               f"{limits['max_open_files']} open files (kernel)")
+    if refused:
+        isolation["resources"] += f"; NOT enforced here: RLIMIT_{', RLIMIT_'.join(refused)}"
 
     # 5. The guard covers what is left.
     guard_files = "files" not in isolation
@@ -412,6 +424,8 @@ def _count_my_processes() -> int:
     """Processes (and threads' owners) of this real uid, for a non-root RLIMIT_NPROC."""
     uid = os.getuid()
     count = 0
+    if not os.path.isdir("/proc"):  # macOS: no /proc; the limit then blocks every fork
+        return 0
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
@@ -475,6 +489,8 @@ def run_python(code: str, limits: Limits | None = None, *, call: dict | None = N
         kernel_layers: False skips the network namespace and Landlock, to see what the fallback
             (the audit-hook guard) does on machines without them. Limits stay kernel-enforced.
     """
+    if os.name != "posix":
+        raise SandboxError("helpers.sandbox needs a POSIX system (Linux, macOS); on Windows use WSL.")
     limits = limits or Limits()
     start = time.perf_counter()
     io_dir = Path(tempfile.mkdtemp(prefix="sandbox-io-"))
