@@ -18,9 +18,15 @@ from helpers.servers import LocalServer
 ADD = "def add(a, b):\n    return a + b\n"
 
 
+SANDBOX_TMP: list[str] = []  # this module's server puts its sandboxes' work dirs under here
+
+
 @pytest.fixture(scope="module")
 def code_server(tmp_path_factory):
-    limits = {"CODE_ENV_WALL_TIMEOUT_S": "2", "CODE_ENV_CPU_TIME_S": "1", "MAX_CONCURRENT_ENVS": "4"}
+    tmp = str(tmp_path_factory.mktemp("sandboxes"))
+    SANDBOX_TMP[:] = [tmp]
+    limits = {"CODE_ENV_WALL_TIMEOUT_S": "2", "CODE_ENV_CPU_TIME_S": "1", "MAX_CONCURRENT_ENVS": "4",
+              "TMPDIR": tmp}
     with LocalServer("code_feedback_env.server.app:app", env=limits, name="code_feedback",
                      log_dir=tmp_path_factory.mktemp("logs")) as server:
         yield server
@@ -41,15 +47,20 @@ def submit(env, code, function_name=""):
 
 
 def sandbox_processes() -> list[int]:
-    """Pids of sandboxed children still alive (there should be none between steps)."""
+    """Pids of this server's sandboxed processes still alive (there should be none between steps).
+
+    They are recognised by their HOME, a work dir under this module's TMPDIR, so sandboxes of
+    other servers running on the machine at the same time do not count.
+    """
+    marker = f"HOME={SANDBOX_TMP[0]}".encode() if SANDBOX_TMP else None
     pids = []
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
+        if marker and entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
-                cmdline = Path(entry.path, "cmdline").read_bytes()
+                environ = Path(entry.path, "environ").read_bytes()
             except OSError:
                 continue
-            if b"helpers/sandbox.py" in cmdline:
+            if marker in environ:
                 pids.append(int(entry.name))
     return pids
 
