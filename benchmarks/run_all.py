@@ -93,6 +93,13 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _write(results: dict, out_dir: Path) -> Path:
+    path = out_dir / "results.json"
+    path.write_text(json.dumps(results, indent=2))
+    (out_dir / "results.md").write_text(markdown(results))
+    return path
+
+
 def run_all(size: str = "full", only: list[str] | None = None, with_test_suite: bool = False,
             out_dir: Path | None = None) -> Path:
     out_dir = Path(out_dir) if out_dir else run_dir("benchmarks")
@@ -111,10 +118,9 @@ def run_all(size: str = "full", only: list[str] | None = None, with_test_suite: 
         result["bench_wall_s"] = round(time.perf_counter() - began, 1)
         result["plot"] = str(module.plot(result, out_dir / f"{name}.png"))
         results[name] = result
-    results["load_average_after"] = load_average()
-    path = out_dir / "results.json"
-    path.write_text(json.dumps(results, indent=2))
-    (out_dir / "results.md").write_text(markdown(results))
+        results["load_average_after"] = load_average()
+        _write(results, out_dir)  # after each benchmark: a long run interrupted keeps what it measured
+    path = _write(results, out_dir)
     print("\n" + markdown(results))
     print(f"wrote {path}")
     return path

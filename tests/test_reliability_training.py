@@ -112,7 +112,7 @@ def test_server_killed_mid_run_stops_training_with_a_clear_error_then_a_restart_
         while ReasoningGymTrainEnv.resets < 4 and time.monotonic() < deadline:
             time.sleep(0.02)
         os.killpg(pid, signal.SIGKILL)  # the server dies without a word
-        killed_at.append(time.monotonic())
+        killed_at.append((time.monotonic(), trainer.state.global_step))
 
     killer = threading.Thread(target=kill_after_two_batches, daemon=True)
     killer.start()
@@ -126,8 +126,11 @@ def test_server_killed_mid_run_stops_training_with_a_clear_error_then_a_restart_
     assert killed_at, "training never got far enough to kill the server"
     message = str(info.value)
     assert url in message and "reasoning_gym server" in message, message
-    assert stopped_at - killed_at[0] < 30, "training went on long after the server died"
-    assert trainer.state.global_step < 500
+    # Bounded: the tool calls of the step under way fail (TRL shows the model the error text), and
+    # the next step's first reset() stops training. Never more than one more step; never a hang.
+    killed_time, killed_step = killed_at[0]
+    assert trainer.state.global_step <= killed_step + 1, "training went on after the server died"
+    assert stopped_at - killed_time < 300
     # the helpers cleaned up: no server process left behind, nothing marked running
     assert not server.is_running() and process_gone(pid)
 
