@@ -91,6 +91,22 @@ def make_env_class(base_url: str, dataset_config: dict):
     return ReasoningGymTrainEnv
 
 
+def load_model(name: str):
+    """The model object for GRPOTrainer.
+
+    The cached smollm2-135m folder (converted from GGUF) still carries the GGUF
+    `quantization_config` in its config.json, which makes transformers refuse to fine-tune it
+    ("purely quantized models"); the weights are plain fp32, so the entry is dropped here.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = resolve_model(name)
+    config = AutoConfig.from_pretrained(path)
+    if getattr(config, "quantization_config", None) is not None:
+        del config.quantization_config
+    return AutoModelForCausalLM.from_pretrained(path, config=config)
+
+
 def reward_func(environments, **kwargs) -> list[float]:
     return [env.reward for env in environments]
 
@@ -122,7 +138,7 @@ def bench_profile(profile: str, steps: int, base_url: str, output_dir: Path) -> 
         max_tool_calling_iterations=2, seed=0,
     )
     began = time.perf_counter()
-    trainer = GRPOTrainer(model=resolve_model(knobs["model"]), reward_funcs=reward_func,
+    trainer = GRPOTrainer(model=load_model(knobs["model"]), reward_funcs=reward_func,
                           train_dataset=dataset, args=config,
                           environment_factory=make_env_class(base_url, knobs["dataset_config"]), callbacks=[StepClock()])
     setup_s = time.perf_counter() - began
