@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast demo bench colab clean
+.PHONY: install test test-fast demo bench colab colab-check drift clean
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,17 @@ demo: install
 
 bench: install
 	$(PY) -m benchmarks.run_all
+
+# Regenerate colab/ from notebooks/ after editing a notebook (CI checks they agree).
+colab: install
+	$(PY) -m helpers.colab
+
+colab-check: install
+	$(PY) -m helpers.colab --check
+
+# Does every kwarg the notebooks and helpers pass still exist in the installed TRL/transformers?
+drift: install
+	$(PY) -m helpers.drift
 
 clean:
 	rm -rf $(VENV) runs

@@ -36,8 +36,13 @@ def _jsonable(value):
 
 
 def record_metrics(notebook: str, **metrics) -> Path:
-    """Merge `metrics` into run_dir(notebook)/metrics.json and return its path."""
+    """Merge `metrics` into run_dir(notebook)/metrics.json and return its path.
+
+    Under `accelerate launch` only rank 0 writes (the others would race on the same file).
+    """
     path = run_dir(notebook) / "metrics.json"
+    if int(os.environ.get("RANK", "0")) != 0:
+        return path
     current = json.loads(path.read_text()) if path.exists() else {}
     current.update(_jsonable(metrics))
     path.write_text(json.dumps(current, indent=2, sort_keys=True))

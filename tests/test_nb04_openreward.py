@@ -78,7 +78,12 @@ def test_the_answer_never_appears_in_the_prompt_the_model_sees(spec):
 
 
 @pytest.mark.notebook
-def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner):
+def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch):
+    # The kernel inherits this process's environment; the module's `ors` fixture may have pointed
+    # the SDK variables at its own server. A learner's fresh kernel has none of them.
+    for var in ("OPENREWARD_API_URL", "OPENREWARD_SESSION_URL", "OPENREWARD_API_KEY",
+                "OPENREWARD_DISABLE_UPDATE_CHECK"):
+        monkeypatch.delenv(var, raising=False)
     metrics, executed = notebook_runner("04_openreward_spec")
     assert metrics["profile"] == "tiny"
     assert metrics["ors_target"] == "local"
