@@ -29,3 +29,20 @@ def test_gate_catches_each_problem(tmp_path):
     problems = "\n".join(static_problems(bad))
     for expected in ("kernelspec", "committed outputs", "tagged 'parameters'", "Colab badge"):
         assert expected in problems
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_papermill_sees_every_parameter(path, caplog):
+    """papermill skips a parameter line with a second '=' (say in its comment) and then warns
+    'Passed unknown parameter' for every override of it: each assignment must parse."""
+    import re
+
+    import nbformat
+    import papermill
+
+    cell = next(c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+    assigned = re.findall(r"^([A-Z_][A-Z0-9_]*)\s*=", cell.source, flags=re.M)
+    with caplog.at_level("WARNING", logger="papermill"):
+        found = papermill.inspect_notebook(str(path))
+    assert list(found) == assigned
+    assert "Unable to parse" not in caplog.text
