@@ -25,7 +25,8 @@ def main() -> None:
     for name in PIPELINE:
         start = time.perf_counter()
         print(f"== {name} (PROFILE={args.profile}) ...", flush=True)
-        run_notebook(NOTEBOOKS_DIR / f"{name}.ipynb", out / f"{name}.ipynb", {"PROFILE": args.profile})
+        run_notebook(NOTEBOOKS_DIR / f"{name}.ipynb", out / f"{name}.ipynb", {"PROFILE": args.profile},
+                     timeout=None)  # cpu training cells run for many minutes: no per-cell limit
         metrics_path = runs_dir() / name / "metrics.json"
         metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
         print(f"   done in {time.perf_counter() - start:.0f} s; executed notebook: {out / (name + '.ipynb')}")
