@@ -20,8 +20,11 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 install: $(STAMP)
 
 # The test command (CI runs exactly this): every test, every notebook with PROFILE=tiny.
+# Two workers (pytest-xdist), one test file each at a time so a file's servers start once: most of a
+# notebook test is single-threaded (imports, server start-up), so two overlap well even on 2 cores.
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # Everything but the papermill notebook runs.
 test-fast: install

@@ -28,7 +28,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     "01_grpo_walkthrough": {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
                  "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
-                 "max_steps": 3, "learning_rate": 1e-5, "per_device_train_batch_size": 8,
+                 "max_steps": 2, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                  "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 48,
                  "max_tool_calling_iterations": 1, "temperature": 1.0, "warmup_steps": 0,
                  "activation_checkpointing": False, "logging_steps": 1, "log_completions": False,

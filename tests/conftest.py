@@ -18,8 +18,16 @@ import pytest  # noqa: E402
 from helpers.metrics import load_metrics  # noqa: E402
 from helpers.notebooks import NOTEBOOKS_DIR, run_notebook  # noqa: E402
 from helpers.servers import LocalServer  # noqa: E402
+from token_scan import real_token_values, token_like  # noqa: E402
 
 TESTS_DIR = Path(__file__).resolve().parent
+
+
+def assert_no_secret(executed: Path) -> None:
+    """An executed notebook holds nothing token-shaped and no value of a token variable set here."""
+    text = executed.read_text(errors="replace")
+    assert not token_like(text), f"{executed} contains {token_like(text)}"
+    assert not any(v in text for v in real_token_values()), f"{executed} contains the value of a token variable"
 
 
 @pytest.fixture(scope="session")
@@ -40,11 +48,16 @@ def notebook_runner(tmp_path, monkeypatch):
     def run(name: str, runs_dir: Path | None = None, **parameters):
         runs = runs_dir or tmp_path / "runs"
         monkeypatch.setenv("AGENT_RL_RUNS", str(runs))  # inherited by the kernel
+        monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "trackio"))  # parallel workers: one database each
         source = NOTEBOOKS_DIR / f"{name}.ipynb"
         if not source.exists():
             source = TESTS_DIR / "notebooks" / f"{name}.ipynb"
         executed = tmp_path / f"{name}.executed.ipynb"
-        run_notebook(source, executed, {"PROFILE": "tiny", **parameters}, cwd=tmp_path)
+        try:
+            run_notebook(source, executed, {"PROFILE": "tiny", **parameters}, cwd=tmp_path)
+        finally:  # a notebook that failed is scanned too: error messages must not leak tokens either
+            if executed.exists():
+                assert_no_secret(executed)
         keep = os.environ.get("AGENT_RL_KEEP_EXECUTED")  # CI uploads these for reviewers
         if keep:
             Path(keep).mkdir(parents=True, exist_ok=True)
@@ -52,8 +65,6 @@ def notebook_runner(tmp_path, monkeypatch):
         return load_metrics(name), executed
 
     return run
-
-
 
 
 def pytest_collection_modifyitems(items):

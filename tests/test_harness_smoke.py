@@ -7,7 +7,7 @@ import sys
 from helpers.notebooks import cell_outputs_text
 
 
-def test_smoke_notebook_records_env_rewards(notebook_runner):
+def test_smoke_notebook_records_env_rewards_and_nbval_reproduces_them(notebook_runner, tmp_path):
     metrics, executed = notebook_runner("harness_smoke")
     assert metrics["profile"] == "tiny"
     assert metrics["episodes"] == 3
@@ -15,10 +15,7 @@ def test_smoke_notebook_records_env_rewards(notebook_runner):
     assert metrics["rewards"] == [1.0, 0.0, 1.0]
     assert "PROFILE = 'tiny' (given)" in cell_outputs_text(executed)
 
-
-def test_nbval_reruns_the_executed_notebook_and_matches_marked_cells(notebook_runner, tmp_path):
-    """nbval --nbval-lax re-executes the papermill output and compares the # NBVAL_CHECK_OUTPUT cells."""
-    _, executed = notebook_runner("harness_smoke")
+    # nbval --nbval-lax re-executes the papermill output and compares the # NBVAL_CHECK_OUTPUT cells
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "--nbval-lax", "-p", "no:cacheprovider",
                           str(executed)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

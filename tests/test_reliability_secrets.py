@@ -5,41 +5,20 @@ Three checks:
 - every committed notebook (notebooks/, colab/, tests/notebooks/) is free of token-looking text;
 - the smoke notebook executed with fake tokens in HF_TOKEN / OPENAI_API_KEY / ... leaves neither
   the fake values nor anything token-shaped in the executed notebook or the run folder;
-- every notebook executed earlier in this test session (their tmp folders, and
-  $AGENT_RL_KEEP_EXECUTED, which CI uploads) is free of token-looking text and of the values of
-  any real token variables set in this environment.
+- every notebook any test executes is scanned right after it runs (tests/conftest.py's
+  `notebook_runner`): no token-looking text, and none of the values of real token variables set in
+  this environment (e.g. CI secrets).
 """
 
 from __future__ import annotations
 
-import os
 import random
-import re
 import string
 from pathlib import Path
 
-import pytest
+from token_scan import TOKEN_VARS, token_like
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
-              "OPENREWARD_API_KEY", "TRACKIO_TOKEN", "GITHUB_TOKEN")
-TOKEN_PATTERNS = [
-    re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}"),  # Hugging Face
-    re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|ant-[a-z0-9]+-)?[A-Za-z0-9_\-]{20,}"),  # OpenAI / Anthropic
-    re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36}"),  # GitHub
-    re.compile(r"(?<![A-Z0-9])AKIA[0-9A-Z]{16}(?![A-Z0-9])"),  # AWS access key id
-]
-# Placeholders that are fine to show (not secrets): the local ORS server's stand-in key.
-ALLOWED = {"local-no-key-needed"}
-
-
-def token_like(text: str) -> list[str]:
-    return [m.group(0) for p in TOKEN_PATTERNS for m in p.finditer(text) if m.group(0) not in ALLOWED]
-
-
-def real_token_values() -> list[str]:
-    """Values of token variables really set here (e.g. CI secrets); short ones are not tokens."""
-    return [v for v in (os.environ.get(name, "") for name in TOKEN_VARS) if len(v) >= 12 and v not in ALLOWED]
 
 
 def test_the_scanner_finds_tokens():
@@ -78,22 +57,3 @@ def test_fake_tokens_in_the_environment_never_reach_the_notebook(notebook_runner
         leaked = [name for name, value in fakes.items() if value in text]
         assert not leaked, f"{path} contains the value of {leaked}"
         assert not token_like(text), f"{path} contains {token_like(text)}"
-
-
-def session_executed_notebooks(tmp_path_factory) -> list[Path]:
-    found = set(tmp_path_factory.getbasetemp().rglob("*.executed.ipynb"))
-    keep = os.environ.get("AGENT_RL_KEEP_EXECUTED")
-    if keep and Path(keep).is_dir():
-        found |= set(Path(keep).glob("*.ipynb"))
-    return sorted(found)
-
-
-def test_notebooks_executed_in_this_session_hold_no_token(tmp_path_factory):
-    paths = session_executed_notebooks(tmp_path_factory)
-    if not paths:
-        pytest.skip("no notebook was executed earlier in this session")
-    values = real_token_values()
-    for path in paths:
-        text = path.read_text(errors="replace")
-        assert not token_like(text), f"{path} contains {token_like(text)}"
-        assert not any(v in text for v in values), f"{path} contains the value of a token variable"
