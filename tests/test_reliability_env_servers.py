@@ -90,6 +90,26 @@ async def ask(ws, message) -> dict:
     return json.loads(await asyncio.wait_for(ws.recv(), REPLY_TIMEOUT))
 
 
+async def reset_or_refusal(ws, spec: WsEnv) -> dict:
+    """The reply to a reset on a fresh socket: an observation, or the server's capacity refusal.
+
+    At capacity the server speaks first (a CAPACITY_REACHED frame, then the close), so our reset
+    may meet a closed socket; the refusal is still buffered and is what we return.
+    """
+    try:
+        await ws.send(json.dumps({"type": "reset", "data": spec.reset_data}))
+    except ConnectionClosed:
+        pass
+    try:
+        return json.loads(await asyncio.wait_for(ws.recv(), REPLY_TIMEOUT))
+    except ConnectionClosed as exc:
+        return {"type": "closed", "data": {"code": None, "close": str(exc)}}
+
+
+def is_capacity_refusal(reply: dict) -> bool:
+    return reply.get("type") == "error" and reply["data"].get("code") == "CAPACITY_REACHED"
+
+
 async def play_correct_episode(ws, spec: WsEnv) -> None:
     reset = await ask(ws, {"type": "reset", "data": spec.reset_data})
     assert reset["type"] == "observation", reset
@@ -104,14 +124,38 @@ async def server_still_plays(spec: WsEnv, server: LocalServer) -> None:
     deadline = time.monotonic() + REPLY_TIMEOUT
     while True:
         async with connect(ws_url(server), open_timeout=REPLY_TIMEOUT) as ws:
-            first = await ask(ws, {"type": "reset", "data": spec.reset_data})
-            if first.get("type") == "error" and first["data"].get("code") == "CAPACITY_REACHED" \
-                    and time.monotonic() < deadline:
+            first = await reset_or_refusal(ws, spec)
+            if is_capacity_refusal(first) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
                 continue
             assert first["type"] == "observation", first
             await play_correct_episode(ws, spec)
             return
+
+
+async def open_every_slot(spec: WsEnv, server: LocalServer) -> list:
+    """CAP sockets, each with a session reset. The server frees a slot just after its socket
+    closes, so a slot closed a moment ago may still be taken: retry for REPLY_TIMEOUT seconds,
+    then fail naming what still held it."""
+    deadline = time.monotonic() + REPLY_TIMEOUT
+    while True:
+        sockets = []
+        try:
+            for _ in range(CAP):
+                sockets.append(await connect(ws_url(server), open_timeout=REPLY_TIMEOUT))
+            replies = [await reset_or_refusal(ws, spec) for ws in sockets]
+        except BaseException:
+            for ws in sockets:
+                await ws.close()
+            raise
+        not_opened = [r for r in replies if r["type"] != "observation"]
+        if not not_opened:
+            return sockets
+        for ws in sockets:
+            await ws.close()
+        assert all(is_capacity_refusal(r) for r in not_opened), not_opened[0]
+        assert time.monotonic() < deadline, f"slots still taken after {REPLY_TIMEOUT:.0f} s: {not_opened[0]}"
+        await asyncio.sleep(0.2)
 
 
 def run(coro):
@@ -283,22 +327,14 @@ def test_thousands_of_rapid_connects_and_disconnects_leak_nothing(served):
         assert elapsed < 30, f"{total} connects took {elapsed:.1f} s"
         assert len(refused) < total // 2, f"{len(refused)} of {total} connections refused"
 
-        # No slot leaked: all CAP sessions can be open at once again (the server frees slots just
-        # after each close, so allow it a moment).
-        deadline = time.monotonic() + REPLY_TIMEOUT
-        while True:
-            sockets = [await connect(ws_url(server)) for _ in range(CAP)]
-            replies = [await ask(ws, {"type": "reset", "data": spec.reset_data}) for ws in sockets]
-            not_opened = [r for r in replies if r["type"] != "observation"]
-            if not not_opened:
-                await play_correct_episode(sockets[-1], spec)
-                for ws in sockets:
-                    await ws.close()
-                return elapsed
+        # No slot leaked: all CAP sessions can be open at once again.
+        sockets = await open_every_slot(spec, server)
+        try:
+            await play_correct_episode(sockets[-1], spec)
+        finally:
             for ws in sockets:
                 await ws.close()
-            assert time.monotonic() < deadline, f"slots still taken after the churn: {not_opened[0]}"
-            await asyncio.sleep(0.2)
+        return elapsed
 
     run(scenario())
 
@@ -307,13 +343,8 @@ def test_sessions_beyond_the_cap_are_refused_at_once(served):
     spec, server = served
 
     async def scenario():
-        await server_still_plays(spec, server)  # slots of earlier tests are free
-        sockets = []
+        sockets = await open_every_slot(spec, server)  # slots of earlier tests are free
         try:
-            for _ in range(CAP):
-                ws = await connect(ws_url(server))
-                sockets.append(ws)
-                assert (await ask(ws, {"type": "reset", "data": spec.reset_data}))["type"] == "observation"
             extra = await connect(ws_url(server), close_timeout=2)
             start = time.monotonic()
             # The server speaks first: a refusal frame, then the close. Whatever we send may
