@@ -222,3 +222,16 @@ def _build_smollm2(out: Path) -> None:
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+
+
+def use_bf16(setting: bool | str = "auto") -> bool:
+    """Whether to train in bf16 mixed precision: `True`/`False` as given, or "auto": where the hardware has it
+    natively (a CUDA GPU with bf16, i.e. not a T4; or a CPU with AVX512-BF16/AMX, where a SmolLM2 SFT step in
+    bf16 autocast measured 15 s against 28-34 s in fp32 on two cores). Weights stay fp32 on CPU either way."""
+    if setting != "auto":
+        return bool(setting)
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
