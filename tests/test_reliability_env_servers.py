@@ -119,29 +119,15 @@ async def play_correct_episode(ws, spec: WsEnv) -> None:
     assert spec.won(step["data"]), step
 
 
-async def server_still_plays(spec: WsEnv, server: LocalServer) -> None:
-    """A new session plays a correct episode (retrying briefly while closed slots are freed)."""
-    deadline = time.monotonic() + REPLY_TIMEOUT
-    while True:
-        async with connect(ws_url(server), open_timeout=REPLY_TIMEOUT) as ws:
-            first = await reset_or_refusal(ws, spec)
-            if is_capacity_refusal(first) and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-                continue
-            assert first["type"] == "observation", first
-            await play_correct_episode(ws, spec)
-            return
-
-
-async def open_every_slot(spec: WsEnv, server: LocalServer) -> list:
-    """CAP sockets, each with a session reset. The server frees a slot just after its socket
+async def open_every_slot(spec: WsEnv, server: LocalServer, n: int = CAP) -> list:
+    """`n` sockets, each with a session reset. The server frees a slot just after its socket
     closes, so a slot closed a moment ago may still be taken: retry for REPLY_TIMEOUT seconds,
     then fail naming what still held it."""
     deadline = time.monotonic() + REPLY_TIMEOUT
     while True:
         sockets = []
         try:
-            for _ in range(CAP):
+            for _ in range(n):
                 sockets.append(await connect(ws_url(server), open_timeout=REPLY_TIMEOUT))
             replies = [await reset_or_refusal(ws, spec) for ws in sockets]
         except BaseException:
@@ -155,7 +141,16 @@ async def open_every_slot(spec: WsEnv, server: LocalServer) -> list:
             await ws.close()
         assert all(is_capacity_refusal(r) for r in not_opened), not_opened[0]
         assert time.monotonic() < deadline, f"slots still taken after {REPLY_TIMEOUT:.0f} s: {not_opened[0]}"
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.1)
+
+
+async def server_still_plays(spec: WsEnv, server: LocalServer) -> None:
+    """A new session plays a correct episode (retrying briefly while closed slots are freed)."""
+    [ws] = await open_every_slot(spec, server, n=1)
+    try:
+        await play_correct_episode(ws, spec)
+    finally:
+        await ws.close()
 
 
 def run(coro):
