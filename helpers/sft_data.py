@@ -103,6 +103,18 @@ def collect_command(env_url: str, output_dir: str | os.PathLike, *, n_episodes: 
     return cmd
 
 
+def rollouts_folder(run_dir: str | os.PathLike, dataset_name: str, dataset_config: dict) -> Path:
+    """`<run_dir>/rollouts/<dataset>-<config>`: one folder per difficulty.
+
+    `openenv collect --resume` skips the episode ids already in results.jsonl whatever config wrote
+    them, so a shared folder would mix difficulties after a change of DATASET_CONFIG. One folder per
+    config keeps --resume safe: the same config resumes, a new one starts clean.
+    """
+    slug = "-".join(f"{key}{value}" for key, value in sorted(dataset_config.items()))
+    slug = re.sub(r"[^A-Za-z0-9_.=-]+", "", slug) or "defaults"
+    return Path(run_dir) / "rollouts" / f"{dataset_name}-{slug}"
+
+
 def count_lines(path: Path) -> int:
     if not path.exists():
         return 0

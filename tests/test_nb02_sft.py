@@ -23,6 +23,7 @@ from helpers.sft_data import (
     load_results,
     render,
     require_examples,
+    rollouts_folder,
     run_collect,
     sft_rows,
     to_sft_example,
@@ -153,6 +154,17 @@ def test_notebook_tiny(notebook_runner):
     assert (checkpoint.parent / "sft_loss.png").exists() and (checkpoint.parent / "before_after.png").exists()
     text = cell_outputs_text(executed)
     assert "openenv collect reasoning_gym:chain_sum" in text and "Collected=" in text
+    # the episodes sit in the folder of the difficulty they were collected at
+    records = load_results(rollouts_folder(checkpoint.parent, "chain_sum", metrics["dataset_config"]))
+    assert len(records) == metrics["episodes_collected"]
+
+
+def test_each_difficulty_collects_into_its_own_folder(tmp_path):
+    two = {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2}
+    same_reordered = {"max_digits": 2, "min_digits": 2, "max_terms": 2, "min_terms": 2}
+    assert rollouts_folder(tmp_path, "chain_sum", two) == rollouts_folder(tmp_path, "chain_sum", same_reordered)
+    assert rollouts_folder(tmp_path, "chain_sum", two) != rollouts_folder(tmp_path, "chain_sum", CHAIN_SUM_CONFIG)
+    assert rollouts_folder(tmp_path, "chain_sum", two).parent == tmp_path / "rollouts"
 
 
 def test_notebook_stops_before_collecting_when_the_teacher_is_down(notebook_runner, tmp_path):
