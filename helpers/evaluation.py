@@ -33,11 +33,17 @@ def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, f
 
 @dataclass
 class EvalResult:
+    """Held-out results. `accuracy` is the environment's mean score, which is what GRPO's reward sees;
+    reasoning_gym gives partial credit to an answer that contains the right one (2/3 for "-41" when the
+    answer is 41), so `exact` (the share scored 1.0) is the strict "got it right" number."""
+
     n: int
     format_compliance: float
     accuracy: float
     format_ci: tuple[float, float]
     accuracy_ci: tuple[float, float]
+    exact: float = 0.0
+    exact_ci: tuple[float, float] = (0.0, 0.0)
     samples: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -48,7 +54,8 @@ class EvalResult:
     def __str__(self) -> str:
         return (f"n={self.n}  format compliance {self.format_compliance:.1%} "
                 f"[{self.format_ci[0]:.0%}, {self.format_ci[1]:.0%}]  accuracy {self.accuracy:.1%} "
-                f"[{self.accuracy_ci[0]:.0%}, {self.accuracy_ci[1]:.0%}]")
+                f"[{self.accuracy_ci[0]:.0%}, {self.accuracy_ci[1]:.0%}]  exactly right {self.exact:.1%} "
+                f"[{self.exact_ci[0]:.0%}, {self.exact_ci[1]:.0%}]")
 
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
@@ -132,6 +139,7 @@ def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "cha
                             "correct_answer": correct})
     formatted = sum(s["answer"] is not None for s in samples)
     total = sum(s["score"] for s in samples)
+    exact = sum(s["score"] == 1.0 for s in samples)
     return EvalResult(n=n, format_compliance=formatted / n, accuracy=total / n,
                       format_ci=wilson_interval(formatted, n), accuracy_ci=wilson_interval(total, n),
-                      samples=samples)
+                      exact=exact / n, exact_ci=wilson_interval(exact, n), samples=samples)

@@ -235,3 +235,25 @@ def use_bf16(setting: bool | str = "auto") -> bool:
     if torch.cuda.is_available():
         return torch.cuda.is_bf16_supported()
     return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def freeze_lower_layers(model, n_layers: int) -> int:
+    """Train only the top of the network: freeze the token embeddings and the first `n_layers` decoder layers.
+
+    Backpropagation then stops at the first trainable layer, so a step skips the backward pass of the frozen
+    ones. On two CPU cores, freezing 12 of SmolLM2-135M's 30 layers made an SFT step ~18 s instead of ~25 s
+    and learned as much per step (notebook 02). SmolLM2 ties its output layer to the embeddings, so that
+    layer is frozen too. Returns the number of parameters left trainable.
+    """
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if layers is None:
+        raise ValueError(f"freeze_lower_layers: {type(model).__name__} has no `model.layers`; "
+                         f"set FREEZE_LAYERS=0 to train every layer.")
+    if not 0 <= n_layers < len(layers):
+        raise ValueError(f"FREEZE_LAYERS={n_layers}, but the model has {len(layers)} layers: "
+                         f"use 0 (train everything) to {len(layers) - 1}.")
+    if n_layers:
+        model.get_input_embeddings().weight.requires_grad_(False)
+        for layer in layers[:n_layers]:
+            layer.requires_grad_(False)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -60,8 +60,7 @@ def before_after_bars(before: dict, after: dict, keys: dict[str, str], *, labels
     fig, ax = plt.subplots(figsize=(1.8 + 2.2 * len(names), 3.4))
     for offset, metrics, label in ((-width / 2, before, labels[0]), (width / 2, after, labels[1])):
         values = [metrics[n] for n in names]
-        cis = [metrics.get(n.replace("accuracy", "accuracy_ci").replace("format_compliance", "format_ci"))
-               for n in names]
+        cis = [metrics.get({"format_compliance": "format_ci"}.get(n, f"{n}_ci")) for n in names]
         err = None
         if all(ci is not None for ci in cis):
             err = np.array([[v - lo for v, (lo, _) in zip(values, cis)],

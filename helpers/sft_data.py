@@ -103,15 +103,18 @@ def collect_command(env_url: str, output_dir: str | os.PathLike, *, n_episodes: 
     return cmd
 
 
-def rollouts_folder(run_dir: str | os.PathLike, dataset_name: str, dataset_config: dict) -> Path:
-    """`<run_dir>/rollouts/<dataset>-<config>`: one folder per difficulty.
+def rollouts_folder(run_dir: str | os.PathLike, dataset_name: str, dataset_config: dict,
+                    teacher: str = "") -> Path:
+    """`<run_dir>/rollouts/<dataset>-<config>[-<teacher>]`: one folder per difficulty and teacher.
 
-    `openenv collect --resume` skips the episode ids already in results.jsonl whatever config wrote
-    them, so a shared folder would mix difficulties after a change of DATASET_CONFIG. One folder per
-    config keeps --resume safe: the same config resumes, a new one starts clean.
+    `openenv collect --resume` skips the episode ids already in results.jsonl whatever config or
+    teacher wrote them, so a shared folder would mix them after a change of DATASET_CONFIG or of
+    teacher. One folder each keeps --resume safe: the same setup resumes, a new one starts clean.
     """
-    slug = "-".join(f"{key}{value}" for key, value in sorted(dataset_config.items()))
-    slug = re.sub(r"[^A-Za-z0-9_.=-]+", "", slug) or "defaults"
+    slug = "-".join(f"{key}{value}" for key, value in sorted(dataset_config.items())) or "defaults"
+    if teacher:
+        slug += f"-{teacher}"
+    slug = re.sub(r"[^A-Za-z0-9_.=-]+", "", slug)
     return Path(run_dir) / "rollouts" / f"{dataset_name}-{slug}"
 
 
@@ -196,12 +199,25 @@ def _final_answer_call(messages: list[dict]) -> dict | None:
     return None
 
 
-def to_sft_example(record: dict, system_prompt: str) -> dict:
+def _answer_message(messages: list[dict]) -> dict | None:
+    """The assistant message holding the last `answer` tool call (the one the environment scored)."""
+    for message in reversed(messages):
+        if message.get("role") != "assistant":
+            continue
+        for call in reversed(message.get("tool_calls") or []):
+            if call.get("function", call).get("name") == "answer":
+                return message
+    return None
+
+
+def to_sft_example(record: dict, system_prompt: str, keep_work: bool = False) -> dict:
     """One results.jsonl episode -> {"messages", "tools", "reward", "episode_id"} for SFTTrainer.
 
     messages = [system, user question, assistant tool call]; the tool's reply is left out (SFT
-    trains the assistant turn only) and so is any prose the teacher wrote beside its call, which
-    the student should not imitate. An episode without an `answer` call gets `messages=None`.
+    trains the assistant turn only). The text a teacher wrote beside its call is dropped, unless
+    `keep_work`: then it stays in front of the call, for a teacher that shows useful working
+    (the local teacher's column-by-column sums). An episode without an `answer` call gets
+    `messages=None`.
     """
     question = next((m["content"] for m in record["messages"] if m.get("role") == "user"), None)
     call = _final_answer_call(record["messages"])
@@ -211,10 +227,11 @@ def to_sft_example(record: dict, system_prompt: str) -> dict:
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments)
         arguments = json.dumps(json.loads(arguments))  # normalised: {"answer": "86"}
+        work = (_answer_message(record["messages"]).get("content") or "").strip() if keep_work else ""
         messages = [
             {"role": "system", "content": system_prompt},
             {"role": "user", "content": question},
-            {"role": "assistant", "content": "",
+            {"role": "assistant", "content": work,
              "tool_calls": [{"type": "function", "function": {"name": "answer", "arguments": arguments}}]},
         ]
     return {"episode_id": record.get("episode_id"), "messages": messages,

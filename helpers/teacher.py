@@ -8,6 +8,11 @@ teacher it makes seeded mistakes: with probability `mistake_rate` it answers a s
 number, and with probability `no_tool_rate` it replies in prose without calling the tool. Which
 questions get a mistake depends only on (seed, question), so a run is reproducible.
 
+With `show_work` it writes its working before the call, column by column as on paper
+("47 + 38: ones 7 + 8 = 15, carry 1; tens 4 + 3 + 1 = 8. 47 + 38 = 85."), the way a strong LLM
+teacher explains itself. A 135M student imitating that learns to add far better than one that
+must produce the sum in one go (notebook 02 measures both).
+
     from helpers.servers import LocalServer
     with LocalServer("helpers.teacher:create_app", factory=True, name="teacher",
                      env={"TEACHER_MISTAKE_RATE": "0.1", "TEACHER_SEED": "0"}) as teacher:
@@ -17,6 +22,7 @@ Settings (environment variables, read when the app is created):
     TEACHER_MISTAKE_RATE  share of answers that are wrong (default 0.1)
     TEACHER_NO_TOOL_RATE  share of replies without a tool call (default 0.0)
     TEACHER_SEED          seed of the mistakes (default 0)
+    TEACHER_SHOW_WORK     "1": write the column-by-column working before the tool call (default "0")
     TEACHER_MODEL         the model name it reports (default "chain-sum-teacher")
 
 Swap in a real teacher by pointing `openenv collect` at any OpenAI-compatible endpoint instead
@@ -59,6 +65,76 @@ def solve_chain_sum(question: str) -> int | None:
     return total
 
 
+_COLUMN_NAMES = ["ones", "tens", "hundreds", "thousands"]
+
+
+def _column(i: int) -> str:
+    return _COLUMN_NAMES[i] if i < len(_COLUMN_NAMES) else f"10^{i}"
+
+
+def _add_columns(x: int, y: int) -> str:
+    """x + y (both >= 0) digit by digit from the right: "ones 7 + 8 = 15, carry 1; tens 4 + 3 + 1 = 8"."""
+    a, b = str(x)[::-1], str(y)[::-1]
+    width, carry, steps = max(len(a), len(b)), 0, []
+    for i in range(width):
+        top, bottom = int(a[i]) if i < len(a) else 0, int(b[i]) if i < len(b) else 0
+        total = top + bottom + carry
+        text = f"{_column(i)} {top} + {bottom}" + (" + 1" if carry else "") + f" = {total}"
+        carry = total // 10 if i < width - 1 else 0
+        steps.append(text + (", carry 1" if carry else ""))
+    return "; ".join(steps)
+
+
+def _subtract_columns(x: int, y: int) -> str:
+    """x - y (x >= y >= 0) digit by digit from the right: "ones 12 - 8 = 4, borrow 1; tens 7 - 1 - 3 = 3"."""
+    a, b = str(x)[::-1], str(y)[::-1]
+    borrow, steps = 0, []
+    for i in range(len(a)):
+        top, bottom = int(a[i]), int(b[i]) if i < len(b) else 0
+        rest = (" - 1" if borrow else "") + f" - {bottom}"
+        value = top - borrow - bottom
+        borrow = int(value < 0)
+        steps.append(f"{_column(i)} 1{top}{rest} = {value + 10}, borrow 1" if borrow
+                     else f"{_column(i)} {top}{rest} = {value}")
+    return "; ".join(steps)
+
+
+def _one_operation(left: int, sign: str, number: int) -> str:
+    """The working of `left sign number` (either may be negative), reduced to a sum or difference of magnitudes."""
+    step = number if sign == "+" else -number
+    result = left + step
+    head = f"{left} {sign} {number}"
+    if left >= 0 and step >= 0:
+        big, small, op, negate = left, step, "+", False
+    elif left < 0 and step < 0:
+        big, small, op, negate = -left, -step, "+", True
+    else:  # opposite signs: the larger magnitude minus the smaller, with the larger one's sign
+        big, small = max(abs(left), abs(step)), min(abs(left), abs(step))
+        op, negate = "-", (left if abs(left) >= abs(step) else step) < 0
+    core = f"{big} {op} {small}"
+    columns = _add_columns(big, small) if op == "+" else _subtract_columns(big, small)
+    if core == head:
+        return f"{core}: {columns}. {head} = {result}."
+    return f"{head} = {'-(' + core + ')' if negate else core}. {core}: {columns}. {head} = {result}."
+
+
+def worked_solution(question: str) -> str | None:
+    """The column-by-column working of a chain_sum question, one line per operation, else None.
+
+    "... 14 - 55 =" -> "14 - 55 = -(55 - 14). 55 - 14: ones 5 - 4 = 1; tens 5 - 1 = 4. 14 - 55 = -41."
+    Every line ends with "= <running total>.", so the last line ends with the answer.
+    """
+    if solve_chain_sum(question) is None:
+        return None
+    expression = question.rsplit(":", 1)[-1].strip().rstrip("=").strip()
+    first = re.match(r"-?\d+", expression)
+    total, lines = int(first.group(0)), []
+    for sign, number in _TOKEN.findall(expression[first.end():]):
+        lines.append(_one_operation(total, sign, int(number)))
+        total = total + int(number) if sign == "+" else total - int(number)
+    return "\n".join(lines) if lines else f"{total}"
+
+
 def _unit_draw(seed: int, question: str, purpose: str) -> float:
     """A number in [0, 1) that depends only on (seed, question, purpose): reproducible "randomness"."""
     digest = hashlib.sha256(f"{seed}|{purpose}|{question}".encode()).digest()
@@ -72,6 +148,7 @@ class TeacherPolicy:
     mistake_rate: float = 0.1
     no_tool_rate: float = 0.0
     seed: int = 0
+    show_work: bool = False
 
     def __post_init__(self):
         for name in ("mistake_rate", "no_tool_rate"):
@@ -83,7 +160,8 @@ class TeacherPolicy:
     def from_env(cls) -> "TeacherPolicy":
         return cls(mistake_rate=float(os.environ.get("TEACHER_MISTAKE_RATE", "0.1")),
                    no_tool_rate=float(os.environ.get("TEACHER_NO_TOOL_RATE", "0.0")),
-                   seed=int(os.environ.get("TEACHER_SEED", "0")))
+                   seed=int(os.environ.get("TEACHER_SEED", "0")),
+                   show_work=os.environ.get("TEACHER_SHOW_WORK", "0").strip().lower() in ("1", "true", "yes"))
 
     def decide(self, question: str) -> dict:
         """{"kind": "answer" | "mistake" | "no_tool" | "unknown", "value": int | None}."""
@@ -130,9 +208,10 @@ def reply(policy: TeacherPolicy, request: dict) -> dict:
     if decision["kind"] == "no_tool" or tool is None:
         return {"role": "assistant", "content": f"The answer is {decision['value']}."}
     name, argument = tool
+    # with show_work the working comes first; a "mistake" is then a slip copying the result into the call
     return {
         "role": "assistant",
-        "content": None,
+        "content": worked_solution(question) if policy.show_work else None,
         "tool_calls": [{
             "id": f"call_{uuid.uuid4().hex[:24]}",
             "type": "function",
@@ -175,7 +254,8 @@ def create_app(policy: TeacherPolicy | None = None, model_name: str | None = Non
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "model": model_name, "mistake_rate": policy.mistake_rate,
-                "no_tool_rate": policy.no_tool_rate, "seed": policy.seed, "replies": counts}
+                "no_tool_rate": policy.no_tool_rate, "seed": policy.seed, "show_work": policy.show_work,
+                "replies": counts}
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:

@@ -39,9 +39,11 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     # held-out evaluation before and after, same size, with intervals around the point estimates
     assert metrics["eval_n"] == 8
     for when in ("before", "after"):
-        for name, ci in (("accuracy", "accuracy_ci"), ("format", "format_ci")):
+        for name, ci in (("accuracy", "accuracy_ci"), ("format", "format_ci"), ("exact", "exact_ci")):
             value, (lo, hi) = metrics[f"{name}_{when}"], metrics[f"{ci}_{when}"]
             assert 0.0 <= lo <= value <= hi <= 1.0
+        # "exactly right" counts only the full scores; the accuracy adds reasoning_gym's partial credit
+        assert metrics[f"exact_{when}"] <= metrics[f"accuracy_{when}"] <= metrics[f"format_{when}"]
     assert metrics["format_before"] > 0  # the tool-call format survives into the evaluation parser
 
     # plots and the local model copy were written; nothing was pushed

@@ -115,6 +115,31 @@ def test_filter_keeps_only_correct_in_trainer_layout(collected):
     assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
 
 
+def test_teacher_working_survives_the_cli_and_lands_before_the_call(rg_server, tmp_path):
+    """TEACHER_SHOW_WORK: `openenv collect` records the working, keep_work puts it in the SFT row."""
+    from transformers import AutoTokenizer
+
+    from helpers.models import resolve_model
+
+    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
+                     env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_SHOW_WORK": "1"}) as t:
+        cmd = collect_command(rg_server.base_url, tmp_path / "r", n_episodes=4, dataset_config=CHAIN_SUM_CONFIG,
+                              system_prompt=SYSTEM_PROMPT, teacher=Teacher.endpoint(t.base_url, "chain-sum-teacher"))
+        run_collect(cmd, tmp_path / "r", n_episodes=4, progress=False)
+    records = load_results(tmp_path / "r")
+    assert len(records) == 4 and all(r["reward"] == 1.0 for r in records)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny"))
+    for record in records:
+        answer = record["artifacts"]["correct_answer"]
+        with_work = to_sft_example(record, SYSTEM_PROMPT, keep_work=True)
+        work = with_work["messages"][2]["content"]
+        assert work.endswith(f"= {answer}.") and "ones" in work
+        reply = render(tokenizer, with_work).split("<|im_start|>assistant\n")[-1]
+        assert reply.index(work) < reply.index("<tool_call>")  # the working, then the call
+        assert parse_answer_call(reply) == answer
+        assert to_sft_example(record, SYSTEM_PROMPT)["messages"][2]["content"] == ""  # default: dropped
+
+
 def test_teacher_down_is_a_clear_error_naming_the_url(monkeypatch):
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(TeacherError, match=f"No teacher answers at {url}"):
@@ -145,18 +170,24 @@ def test_notebook_tiny(notebook_runner):
     assert metrics["length_p50"] <= metrics["length_p95"] <= metrics["length_p99"] < metrics["max_length"]
     assert metrics["sft_steps"] >= 1 and metrics["sft_seconds"] > 0 and metrics["sft_loss_first"] > 0
     for when in ("before", "after"):
-        for key, ci in (("format", "format_ci"), ("accuracy", "accuracy_ci")):
+        for key, ci in (("format", "format_ci"), ("exact", "exact_ci"), ("accuracy", "accuracy_ci")):
             value, (low, high) = metrics[f"{key}_{when}"], metrics[f"{ci}_{when}"]
             assert 0.0 <= low <= value <= high <= 1.0
+        # "exactly right" counts only the full scores; the accuracy adds reasoning_gym's partial credit
+        assert metrics[f"exact_{when}"] <= metrics[f"accuracy_{when}"] <= metrics[f"format_{when}"]
     checkpoint = Path(metrics["checkpoint"])
     assert (checkpoint / "config.json").exists() and checkpoint.parent.name == NB
     assert AutoTokenizer.from_pretrained(checkpoint).chat_template == trl_qwen3_chat_template()
     assert (checkpoint.parent / "sft_loss.png").exists() and (checkpoint.parent / "before_after.png").exists()
     text = cell_outputs_text(executed)
     assert "openenv collect reasoning_gym:chain_sum" in text and "Collected=" in text
-    # the episodes sit in the folder of the difficulty they were collected at
-    records = load_results(rollouts_folder(checkpoint.parent, "chain_sum", metrics["dataset_config"]))
+    # the episodes sit in the folder of their difficulty and teacher, and carry the teacher's working
+    assert metrics["teacher_shows_work"] is True
+    records = load_results(rollouts_folder(checkpoint.parent, "chain_sum", metrics["dataset_config"],
+                                           teacher="chain-sum-teacher-worked"))
     assert len(records) == metrics["episodes_collected"]
+    assert all(r["messages"][1]["content"].endswith(".") for r in records)  # "... 47 + 38 = 85."
+    assert "working ends in the answer" in text
 
 
 def test_each_difficulty_collects_into_its_own_folder(tmp_path):
@@ -165,6 +196,8 @@ def test_each_difficulty_collects_into_its_own_folder(tmp_path):
     assert rollouts_folder(tmp_path, "chain_sum", two) == rollouts_folder(tmp_path, "chain_sum", same_reordered)
     assert rollouts_folder(tmp_path, "chain_sum", two) != rollouts_folder(tmp_path, "chain_sum", CHAIN_SUM_CONFIG)
     assert rollouts_folder(tmp_path, "chain_sum", two).parent == tmp_path / "rollouts"
+    worked = rollouts_folder(tmp_path, "chain_sum", two, teacher="chain-sum-teacher-worked")
+    assert worked != rollouts_folder(tmp_path, "chain_sum", two, teacher="chain-sum-teacher")
 
 
 def test_notebook_stops_before_collecting_when_the_teacher_is_down(notebook_runner, tmp_path):

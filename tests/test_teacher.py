@@ -107,3 +107,33 @@ def test_no_tool_replies_and_bad_requests(tmp_path):
             "model": "m", "stream": True, "messages": [{"role": "user", "content": "1 + 2 ="}]})
         assert streamed.status_code == 400 and "does not stream" in streamed.text
         assert httpx.post(server.base_url + "/v1/chat/completions", json={"model": "m"}).status_code == 400
+
+
+def test_worked_solution_is_true_arithmetic_ending_in_the_answer():
+    import re
+
+    from helpers.teacher import worked_solution
+
+    entries = chain_sum_entries() + chain_sum_entries(n=100, seed=3, allow_negation=True)
+    for entry in entries:
+        work = worked_solution(entry["question"])
+        assert work.endswith(f"= {entry['answer']}."), (entry["question"], work)
+        # every equation in the working holds: "7 + 8 = 15", "12 - 8 = 4", "7 - 1 - 3 = 3", "-41 + 30 = -11"
+        equations = re.findall(r"(-?\d+(?: [+-] -?\d+)+) = (-?\d+)(?=[.,;]|$)", work, re.M)
+        assert len(equations) >= 2
+        for left, right in equations:
+            assert solve_chain_sum(left + " =") == int(right), (left, right, work)
+    assert worked_solution("What is 3 * 4 =") is None
+
+
+def test_show_work_puts_the_working_before_the_tool_call(tmp_path):
+    import openai
+
+    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
+                     env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_SHOW_WORK": "1"}) as server:
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x")
+        reply = client.chat.completions.create(model="m", tools=[ANSWER_TOOL], messages=[
+            {"role": "user", "content": "State the final answer to the following arithmetic problem: 47 + 38 ="}])
+    message = reply.choices[0].message
+    assert message.content == "47 + 38: ones 7 + 8 = 15, carry 1; tens 4 + 3 + 1 = 8. 47 + 38 = 85."
+    assert json.loads(message.tool_calls[0].function.arguments) == {"answer": "85"}
