@@ -35,7 +35,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
-                "max_steps": 80, "learning_rate": 2e-5, "per_device_train_batch_size": 4,
+                "max_steps": 80, "learning_rate": 5e-6, "per_device_train_batch_size": 4,
                 "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104,
                 "max_tool_calling_iterations": 1, "temperature": 1.0, "warmup_steps": 0,
                 "activation_checkpointing": False, "bf16": "auto", "logging_steps": 1, "log_completions": False,

