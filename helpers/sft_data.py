@@ -189,25 +189,16 @@ def load_results(output_dir: str | os.PathLike) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _final_answer_call(messages: list[dict]) -> dict | None:
-    """The last `answer` tool call of the assistant in an episode (the one the environment scored)."""
-    for message in reversed(messages):
-        for call in reversed(message.get("tool_calls") or []):
-            function = call.get("function", call)
-            if message.get("role") == "assistant" and function.get("name") == "answer":
-                return function
-    return None
-
-
-def _answer_message(messages: list[dict]) -> dict | None:
-    """The assistant message holding the last `answer` tool call (the one the environment scored)."""
+def _final_answer(messages: list[dict]) -> tuple[dict, dict] | tuple[None, None]:
+    """(assistant message, its last `answer` call) of an episode: the call the environment scored."""
     for message in reversed(messages):
         if message.get("role") != "assistant":
             continue
         for call in reversed(message.get("tool_calls") or []):
-            if call.get("function", call).get("name") == "answer":
-                return message
-    return None
+            function = call.get("function", call)
+            if function.get("name") == "answer":
+                return message, function
+    return None, None
 
 
 def to_sft_example(record: dict, system_prompt: str, keep_work: bool = False) -> dict:
@@ -220,14 +211,14 @@ def to_sft_example(record: dict, system_prompt: str, keep_work: bool = False) ->
     `messages=None`.
     """
     question = next((m["content"] for m in record["messages"] if m.get("role") == "user"), None)
-    call = _final_answer_call(record["messages"])
+    answer_message, call = _final_answer(record["messages"])
     messages = None
     if question is not None and call is not None:
         arguments = call.get("arguments")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments)
         arguments = json.dumps(json.loads(arguments))  # normalised: {"answer": "86"}
-        work = (_answer_message(record["messages"]).get("content") or "").strip() if keep_work else ""
+        work = (answer_message.get("content") or "").strip() if keep_work else ""
         messages = [
             {"role": "system", "content": system_prompt},
             {"role": "user", "content": question},
