@@ -49,19 +49,34 @@ _EXPRESSION = re.compile(r"\s*(-?\d+(?:\s*[+-]\s*-?\d+)*)\s*=?\s*")
 _TOKEN = re.compile(r"\s*([+-])\s*(-?\d+)")
 
 
+def _parse_terms(question: str) -> tuple[int, list[tuple[str, int]]] | None:
+    """The first number and the (sign, number) steps of the expression after a chain_sum question's last colon.
+
+    "... 12 + 34 - -5 =" -> (12, [("+", 34), ("-", -5)]); None when it is not such an expression.
+    """
+    match = _EXPRESSION.fullmatch(question.rsplit(":", 1)[-1])
+    if not match:
+        return None
+    expression = match.group(1)
+    first = re.match(r"-?\d+", expression)
+    return int(first.group(0)), [(sign, int(number)) for sign, number in _TOKEN.findall(expression[first.end():])]
+
+
+def _apply(total: int, sign: str, number: int) -> int:
+    return total + number if sign == "+" else total - number
+
+
 def solve_chain_sum(question: str) -> int | None:
     """The exact value of the `a + b - c =` expression at the end of a chain_sum question, else None.
 
     Only integers and `+`/`-` are understood; anything else returns None (no `eval`).
     """
-    match = _EXPRESSION.fullmatch(question.rsplit(":", 1)[-1])  # the expression follows the last colon
-    if not match:
+    parsed = _parse_terms(question)
+    if parsed is None:
         return None
-    expression = match.group(1)
-    first = re.match(r"-?\d+", expression)
-    total = int(first.group(0))
-    for sign, number in _TOKEN.findall(expression[first.end():]):
-        total = total + int(number) if sign == "+" else total - int(number)
+    total, steps = parsed
+    for sign, number in steps:
+        total = _apply(total, sign, number)
     return total
 
 
@@ -124,14 +139,13 @@ def worked_solution(question: str) -> str | None:
     "... 14 - 55 =" -> "14 - 55 = -(55 - 14). 55 - 14: ones 5 - 4 = 1; tens 5 - 1 = 4. 14 - 55 = -41."
     Every line ends with "= <running total>.", so the last line ends with the answer.
     """
-    if solve_chain_sum(question) is None:
+    parsed = _parse_terms(question)
+    if parsed is None:
         return None
-    expression = question.rsplit(":", 1)[-1].strip().rstrip("=").strip()
-    first = re.match(r"-?\d+", expression)
-    total, lines = int(first.group(0)), []
-    for sign, number in _TOKEN.findall(expression[first.end():]):
-        lines.append(_one_operation(total, sign, int(number)))
-        total = total + int(number) if sign == "+" else total - int(number)
+    total, lines = parsed[0], []
+    for sign, number in parsed[1]:
+        lines.append(_one_operation(total, sign, number))
+        total = _apply(total, sign, number)
     return "\n".join(lines) if lines else f"{total}"
 
 

@@ -1,0 +1,36 @@
+"""helpers.evaluation: the held-out evaluation scores real replies through the real environment."""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from helpers.evaluation import evaluate_policy
+from helpers.models import resolve_model
+
+ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
+
+
+@pytest.fixture(scope="module")
+def tiny_toolcall():
+    path = resolve_model("tiny-toolcall")
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_evaluation_generates_in_the_precision_asked_and_the_env_scores_it(rg_server, tiny_toolcall, bf16):
+    """bf16=True must run the forward passes in bf16 on CPU (the trainer's precision), False in fp32."""
+    model, tokenizer = tiny_toolcall
+    seen = set()
+    hook = model.lm_head.register_forward_hook(lambda module, args, out: seen.add(out.dtype))
+    try:
+        result = evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=6,
+                                 max_new_tokens=40, bf16=bf16, progress=False)
+    finally:
+        hook.remove()
+    assert seen == {torch.bfloat16 if bf16 else torch.float32}
+    assert result.n == 6 and len(result.samples) == 6
+    # tiny-toolcall learned the call format: every reply is a call, and the environment scored each one
+    assert result.format_compliance == 1.0
+    assert all(s["correct_answer"] is not None and 0.0 <= s["score"] <= 1.0 for s in result.samples)
+    assert result.exact <= result.accuracy <= result.format_compliance
+    assert next(model.parameters()).dtype == torch.float32   # autocast: the weights stay fp32
