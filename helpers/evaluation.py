@@ -11,6 +11,7 @@ it. Two numbers come back, each with a 95 % Wilson interval:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -90,7 +91,8 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
 
     `bf16=True` generates under bf16 autocast on CPU, the precision the trainer trains in there: greedy
     replies in fp32 and bf16 differ (4 points on 100 chain_sum questions, measured), so an evaluation
-    before training and one after must use the same setting. On a GPU the model's own dtype decides.
+    before training and one after must use the same setting. On a GPU the model's own dtype decides;
+    `bf16=False` leaves the precision as the caller set it (an outer autocast stays on).
     """
     import torch
     from tqdm.auto import tqdm
@@ -106,7 +108,8 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
                                                enable_thinking=False)
                  for c in conversations[start:start + batch_size]]
         inputs = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16 and model.device.type == "cpu"):
+        with torch.no_grad(), (torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and model.device.type == "cpu"
+                               else contextlib.nullcontext()):
             out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
                                  pad_token_id=tokenizer.pad_token_id)
         for row in out[:, inputs["input_ids"].shape[1]:]:

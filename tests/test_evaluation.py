@@ -34,3 +34,17 @@ def test_evaluation_generates_in_the_precision_asked_and_the_env_scores_it(rg_se
     assert all(s["correct_answer"] is not None and 0.0 <= s["score"] <= 1.0 for s in result.samples)
     assert result.exact <= result.accuracy <= result.format_compliance
     assert next(model.parameters()).dtype == torch.float32   # autocast: the weights stay fp32
+
+
+def test_bf16_false_leaves_an_outer_autocast_on(rg_server, tiny_toolcall):
+    """bf16=False means "as the caller set it", not "force fp32": a caller's own autocast stays in force."""
+    model, tokenizer = tiny_toolcall
+    seen = set()
+    hook = model.lm_head.register_forward_hook(lambda module, args, out: seen.add(out.dtype))
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=2, max_new_tokens=8,
+                            progress=False)
+    finally:
+        hook.remove()
+    assert seen == {torch.bfloat16}

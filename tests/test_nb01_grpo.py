@@ -24,6 +24,8 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert metrics["steps"] == 2
     assert metrics["env_sessions"] == metrics["generation_batch_size"] + 1
     assert 1 <= metrics["env_pool_size"] <= metrics["generation_batch_size"]
+    # every GRPO group's rollouts answered the same question (the dataset row's question_seed)
+    assert metrics["same_question_per_group"] is True and metrics["same_question_share"] == 1.0
     assert f"MAX_CONCURRENT_ENVS={metrics['env_sessions']}" in text and "local reasoning_gym server stopped" in text
 
     # rewards are environment scores; the reward delta is their first/last average
