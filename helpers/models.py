@@ -245,6 +245,8 @@ def freeze_lower_layers(model, n_layers: int) -> int:
     and learned as much per step (notebook 02). SmolLM2 ties its output layer to the embeddings, so that
     layer is frozen too. Returns the number of parameters left trainable.
     """
+    if n_layers == 0:   # nothing to freeze: any architecture will do
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
     layers = getattr(getattr(model, "model", None), "layers", None)
     if layers is None:
         raise ValueError(f"freeze_lower_layers: {type(model).__name__} has no `model.layers`; "
@@ -252,8 +254,17 @@ def freeze_lower_layers(model, n_layers: int) -> int:
     if not 0 <= n_layers < len(layers):
         raise ValueError(f"FREEZE_LAYERS={n_layers}, but the model has {len(layers)} layers: "
                          f"use 0 (train everything) to {len(layers) - 1}.")
-    if n_layers:
-        model.get_input_embeddings().weight.requires_grad_(False)
-        for layer in layers[:n_layers]:
-            layer.requires_grad_(False)
+    model.get_input_embeddings().weight.requires_grad_(False)
+    for layer in layers[:n_layers]:
+        layer.requires_grad_(False)
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def describe_trainable(model, n_frozen_layers: int) -> str:
+    """One line for a notebook's output: how much of `model` trains after `freeze_lower_layers`."""
+    total = sum(p.numel() for p in model.parameters())
+    if not n_frozen_layers:
+        return f"training every parameter ({total / 1e6:.1f} M)"
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return (f"training {trainable / 1e6:.1f} M of {total / 1e6:.1f} M parameters "
+            f"(embeddings and the first {n_frozen_layers} layers frozen)")

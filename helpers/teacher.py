@@ -117,7 +117,7 @@ def _subtract_columns(x: int, y: int) -> str:
 def _one_operation(left: int, sign: str, number: int) -> str:
     """The working of `left sign number` (either may be negative), reduced to a sum or difference of magnitudes."""
     step = number if sign == "+" else -number
-    result = left + step
+    result = _apply(left, sign, number)
     head = f"{left} {sign} {number}"
     if left >= 0 and step >= 0:
         big, small, op, negate = left, step, "+", False

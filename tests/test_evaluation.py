@@ -1,5 +1,7 @@
 """helpers.evaluation: the held-out evaluation scores real replies through the real environment."""
 
+import contextlib
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -16,17 +18,24 @@ def tiny_toolcall():
     return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
 
 
+@contextlib.contextmanager
+def output_dtypes(model):
+    """The dtypes of the output layer's results while the block runs: what precision generation used."""
+    seen = set()
+    hook = model.lm_head.register_forward_hook(lambda module, args, out: seen.add(out.dtype))
+    try:
+        yield seen
+    finally:
+        hook.remove()
+
+
 @pytest.mark.parametrize("bf16", [False, True])
 def test_evaluation_generates_in_the_precision_asked_and_the_env_scores_it(rg_server, tiny_toolcall, bf16):
     """bf16=True must run the forward passes in bf16 on CPU (the trainer's precision), False in fp32."""
     model, tokenizer = tiny_toolcall
-    seen = set()
-    hook = model.lm_head.register_forward_hook(lambda module, args, out: seen.add(out.dtype))
-    try:
+    with output_dtypes(model) as seen:
         result = evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=6,
                                  max_new_tokens=40, bf16=bf16, progress=False)
-    finally:
-        hook.remove()
     assert seen == {torch.bfloat16 if bf16 else torch.float32}
     assert result.n == 6 and len(result.samples) == 6
     # tiny-toolcall learned the call format: every reply is a call, and the environment scored each one
@@ -39,12 +48,7 @@ def test_evaluation_generates_in_the_precision_asked_and_the_env_scores_it(rg_se
 def test_bf16_false_leaves_an_outer_autocast_on(rg_server, tiny_toolcall):
     """bf16=False means "as the caller set it", not "force fp32": a caller's own autocast stays in force."""
     model, tokenizer = tiny_toolcall
-    seen = set()
-    hook = model.lm_head.register_forward_hook(lambda module, args, out: seen.add(out.dtype))
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=2, max_new_tokens=8,
-                            progress=False)
-    finally:
-        hook.remove()
+    with output_dtypes(model) as seen, torch.autocast("cpu", dtype=torch.bfloat16):
+        evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=2, max_new_tokens=8,
+                        progress=False)
     assert seen == {torch.bfloat16}
