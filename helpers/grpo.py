@@ -156,32 +156,3 @@ def publish(trainer, tokenizer, local_dir, *, push: bool = False, commit_message
     except Exception as exc:  # offline, no permission, rate-limited: the local copy is still there
         result["push_error"] = f"{type(exc).__name__}: {exc}"
     return result
-
-
-def time_budget_callback(minutes: float | None):
-    """A TrainerCallback that ends training after `minutes` of wall time (None: never).
-
-    A CPU run's speed depends on the machine and on what else runs on it; a time budget keeps a
-    workshop run to its slot whatever the step time, where `max_steps` alone would not.
-    """
-    from transformers import TrainerCallback
-
-    class TimeBudget(TrainerCallback):
-        def __init__(self):
-            self.started = None
-            self.stopped_early = False
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            import time
-
-            self.started = time.monotonic()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            import time
-
-            if minutes is not None and self.started is not None and time.monotonic() - self.started > minutes * 60:
-                control.should_training_stop = True
-                self.stopped_early = state.global_step < state.max_steps
-            return control
-
-    return TimeBudget()

@@ -178,7 +178,7 @@ def test_time_budget_stops_training_after_its_minutes():
 
     from transformers import TrainerControl, TrainerState
 
-    from helpers.grpo import time_budget_callback
+    from helpers.budget import time_budget_callback
 
     state = TrainerState(global_step=3, max_steps=10)
     budget = time_budget_callback(minutes=0.5 / 60)  # half a second
