@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import time
+
 
 def time_budget_callback(minutes: float | None):
     """A TrainerCallback that ends training after `minutes` of wall time (None: never).
@@ -22,13 +24,9 @@ def time_budget_callback(minutes: float | None):
             self.stopped_early = False
 
         def on_train_begin(self, args, state, control, **kwargs):
-            import time
-
             self.started = time.monotonic()
 
         def on_step_end(self, args, state, control, **kwargs):
-            import time
-
             if minutes is not None and self.started is not None and time.monotonic() - self.started > minutes * 60:
                 control.should_training_stop = True
                 self.stopped_early = state.global_step < state.max_steps
