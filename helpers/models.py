@@ -246,7 +246,7 @@ def freeze_lower_layers(model, n_layers: int) -> int:
     layer is frozen too. Returns the number of parameters left trainable.
     """
     if n_layers == 0:   # nothing to freeze: any architecture will do
-        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return trainable_parameters(model)
     layers = getattr(getattr(model, "model", None), "layers", None)
     if layers is None:
         raise ValueError(f"freeze_lower_layers: {type(model).__name__} has no `model.layers`; "
@@ -257,6 +257,11 @@ def freeze_lower_layers(model, n_layers: int) -> int:
     model.get_input_embeddings().weight.requires_grad_(False)
     for layer in layers[:n_layers]:
         layer.requires_grad_(False)
+    return trainable_parameters(model)
+
+
+def trainable_parameters(model) -> int:
+    """How many of `model`'s parameters the optimizer will update (those with requires_grad)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
@@ -265,6 +270,6 @@ def describe_trainable(model, n_frozen_layers: int) -> str:
     total = sum(p.numel() for p in model.parameters())
     if not n_frozen_layers:
         return f"training every parameter ({total / 1e6:.1f} M)"
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    trainable = trainable_parameters(model)
     return (f"training {trainable / 1e6:.1f} M of {total / 1e6:.1f} M parameters "
             f"(embeddings and the first {n_frozen_layers} layers frozen)")

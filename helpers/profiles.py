@@ -25,26 +25,28 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # 01: the seed's end-to-end GRPO walkthrough (environment_factory on reasoning_gym chain_sum) + held-out eval.
     # gpu = the seed's config (Qwen3-1.7B, 150 steps, lr 1e-6, 1 x 4 rollouts, 2 generations, 256 tokens).
     # cpu = SmolLM2-135M warm-started from notebook 02's SFT checkpoint; see the notebook's "CPU recipe" cell.
+    # top_entropy_quantile 0.2: the loss uses only each completion's 20 % most uncertain tokens (tiny does too, so CI
+    # runs that code path); 1.0 = every token, the seed's.
     "01_grpo_walkthrough": {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
                  "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
                  "max_steps": 2, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                  "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 48, "freeze_layers": 0,
-                 "max_tool_calling_iterations": 1, "temperature": 1.0, "warmup_steps": 0,
+                 "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
                  "activation_checkpointing": False, "bf16": False, "logging_steps": 1, "log_completions": False,
                  "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                 "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                 "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104, "freeze_layers": 12,
-                "max_tool_calling_iterations": 1, "temperature": 1.0, "warmup_steps": 0,
+                "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
                 "activation_checkpointing": False, "bf16": "auto", "logging_steps": 1, "log_completions": False,
                 "eval_n": 100, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                 "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
                 "gradient_accumulation_steps": 4, "num_generations": 2, "max_completion_length": 256, "freeze_layers": 0,
-                "max_tool_calling_iterations": None, "temperature": 1.0, "warmup_steps": 10,
+                "max_tool_calling_iterations": None, "temperature": 1.0, "top_entropy_quantile": 1.0, "warmup_steps": 10,
                 "activation_checkpointing": True, "bf16": "auto", "logging_steps": 10, "log_completions": True,
                 "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio"},
     },

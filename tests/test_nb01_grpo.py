@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers.notebooks import NOTEBOOKS_DIR, cell_outputs_text, static_problems
+from helpers.profiles import resolve_settings
 
 NB = "01_grpo_walkthrough"
 
@@ -26,6 +27,9 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert 1 <= metrics["env_pool_size"] <= metrics["generation_batch_size"]
     # every GRPO group's rollouts answered the same question (the dataset row's question_seed)
     assert metrics["same_question_per_group"] is True and metrics["same_question_share"] == 1.0
+    # the trainer's config got the profile's sampling and loss knobs (tiny, like cpu, trains on the most uncertain tokens)
+    tiny = resolve_settings(NB, "tiny", quiet=True)
+    assert metrics["temperature"] == tiny.temperature and metrics["top_entropy_quantile"] == tiny.top_entropy_quantile < 1
     assert f"MAX_CONCURRENT_ENVS={metrics['env_sessions']}" in text and "local reasoning_gym server stopped" in text
 
     # rewards are environment scores; the reward delta is their first/last average
