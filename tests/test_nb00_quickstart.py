@@ -44,6 +44,7 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert set(metrics["isolation"]) >= {"processes", "network", "files", "resources", "environment"}
     # Part 5: GRPO ran through environment_factory
     assert metrics["grpo_steps"] == 2
+    assert metrics["activation_checkpointing"] is False  # CPU: TRL's default would only cost time
     assert -1.0 <= metrics["grpo_reward_mean"] <= 1.0
     assert 0.0 <= metrics["grpo_tool_call_frequency"]
     assert executed.exists()

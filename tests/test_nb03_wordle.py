@@ -173,6 +173,7 @@ def test_notebook_runs_tiny(notebook_runner):
     assert metrics["profile"] == "tiny" and metrics["generation_mode"].startswith("transformers")
     assert metrics["episodes"] == 2 * 4  # 2 steps x 4 games
     assert metrics["rollout_lengths_consistent"] is True
+    assert metrics["activation_checkpointing"] is False  # CPU: TRL's default would only cost time
     for key in ("correct", "green", "yellow", "repetition"):
         for when in ("first", "last"):
             assert 0.0 <= metrics[f"{key}_{when}"] <= 1.0

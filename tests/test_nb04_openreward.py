@@ -89,6 +89,7 @@ def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch)
     assert metrics["ors_target"] == "local"
     assert metrics["num_tasks"] == 16
     assert metrics["tools"] == ["answer", "calculate"]
+    assert metrics["activation_checkpointing"] is False  # CPU: TRL's default would only cost time
     assert len(metrics["reward_curve"]) == 2
     assert all(0.0 <= r <= 1.0 for r in metrics["reward_curve"])
     for key in ("reward_first", "reward_last", "test_accuracy_before", "test_accuracy_after",
