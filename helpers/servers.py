@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -75,7 +76,8 @@ class LocalServer:
         health_path: polled until it answers; "/health" for OpenEnv apps.
         name: used in messages and in the log file name.
         startup_timeout: seconds to wait for the health endpoint.
-        log_dir: where the log file goes (default: a temporary folder).
+        log_dir: where the log file goes. Default: a temporary folder, removed when the server stops, so
+            repeated runs leave nothing behind; kept when the server fails to start, for the error to point at.
         factory: `app` names a zero-argument function that returns the app.
     """
 
@@ -98,6 +100,7 @@ class LocalServer:
         self.name = name or app.split(":")[0].split(".")[0]
         self.startup_timeout = startup_timeout
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="agent-rl-servers-"))
+        self.log_dir_is_temporary = not log_dir
         self.factory = factory
         self.port: int | None = None
         self.process: subprocess.Popen | None = None
@@ -152,6 +155,7 @@ class LocalServer:
             if self.process.poll() is not None:
                 code = self.process.returncode
                 self.process = None
+                self.log_dir_is_temporary = False   # keep the log the error points at
                 raise ServerError(
                     f"The {self.name} server ({self.app}) exited with code {code} while starting.\n"
                     f"Last lines of {self.log_path}:\n{self.log_tail()}"
@@ -163,6 +167,7 @@ class LocalServer:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.2)
+        self.log_dir_is_temporary = False   # keep the log the error points at
         self.stop()
         raise ServerError(
             f"The {self.name} server did not answer {url} within {self.startup_timeout:.0f} s.\n"
@@ -174,16 +179,17 @@ class LocalServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=timeout)
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=timeout)
+        if self.log_dir_is_temporary:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
 
     def __enter__(self) -> "LocalServer":
         return self.start()

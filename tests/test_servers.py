@@ -51,6 +51,21 @@ def test_failed_start_shows_the_log_tail(tmp_path):
     assert "broken.log" in str(err.value)
 
 
+def test_default_log_folder_is_removed_on_stop_and_kept_on_failure():
+    with LocalServer(APP) as server:
+        get_json(server.base_url + "/health")
+        assert server.log_path.exists()   # the log is there while the server runs
+    assert not server.log_dir.exists()    # repeated runs leave no folder behind in /tmp
+
+    broken = LocalServer("tests.server_apps:broken_app", factory=True, name="broken")
+    with pytest.raises(ServerError, match="broken.log"):
+        broken.start()
+    broken.stop()
+    assert "refuses to start" in broken.log_path.read_text()   # the log the error names is still readable
+    broken.log_dir.joinpath("broken.log").unlink()
+    broken.log_dir.rmdir()
+
+
 def test_unreachable_url_is_named_in_the_error():
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ServerError, match=url.replace(".", r"\.")):
