@@ -7,6 +7,9 @@ it. Two numbers come back, each with a 95 % Wilson interval:
 
     format_compliance  share of answers that were a valid `answer` tool call
     accuracy           mean environment score (a reply without a valid tool call scores 0)
+
+Before and after training score the same questions, so `paired_change` compares them question by
+question: a change of a few points can be real even when the two accuracy intervals overlap.
 """
 
 from __future__ import annotations
@@ -57,6 +60,42 @@ class EvalResult:
                 f"[{self.format_ci[0]:.0%}, {self.format_ci[1]:.0%}]  accuracy {self.accuracy:.1%} "
                 f"[{self.accuracy_ci[0]:.0%}, {self.accuracy_ci[1]:.0%}]  exactly right {self.exact:.1%} "
                 f"[{self.exact_ci[0]:.0%}, {self.exact_ci[1]:.0%}]")
+
+
+@dataclass
+class PairedChange:
+    """How accuracy moved between two evaluations of the same questions.
+
+    `change` is the mean per-question score difference (after - before), `ci` its 95 % interval (normal
+    approximation on the n paired differences), `gained`/`lost` the questions whose score went up/down."""
+
+    n: int
+    change: float
+    ci: tuple[float, float]
+    gained: int
+    lost: int
+
+    def __str__(self) -> str:
+        lo, hi = self.ci
+        verdict = "an improvement" if lo > 0 else "a loss" if hi < 0 else "within noise: the interval contains 0"
+        return (f"accuracy {self.change * 100:+.1f} points [{lo * 100:+.1f}, {hi * 100:+.1f}] on the same {self.n} "
+                f"questions ({self.gained} gained, {self.lost} lost): {verdict}")
+
+
+def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> PairedChange:
+    """Compare two evaluations question by question (both must come from `evaluate_policy` with the same
+    seed and n, which serves the same questions in the same order)."""
+    questions_before = [s["question"] for s in before.samples]
+    if questions_before != [s["question"] for s in after.samples] or not questions_before:
+        raise ValueError("paired_change needs two evaluations of the same questions: run evaluate_policy "
+                         "with the same seed, n and dataset before and after training.")
+    diffs = [a["score"] - b["score"] for b, a in zip(before.samples, after.samples)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
+    half = z * sd / math.sqrt(n)
+    return PairedChange(n=n, change=mean, ci=(mean - half, mean + half),
+                        gained=sum(d > 0 for d in diffs), lost=sum(d < 0 for d in diffs))
 
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)

@@ -1,12 +1,13 @@
 """helpers.evaluation: the held-out evaluation scores real replies through the real environment."""
 
 import contextlib
+import copy
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers.evaluation import evaluate_policy
+from helpers.evaluation import evaluate_policy, paired_change
 from helpers.models import resolve_model
 
 ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
@@ -52,3 +53,29 @@ def test_bf16_false_leaves_an_outer_autocast_on(rg_server, tiny_toolcall):
         evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=2, max_new_tokens=8,
                         progress=False)
     assert seen == {torch.bfloat16}
+
+
+def test_paired_change_compares_the_same_questions(rg_server, tiny_toolcall):
+    model, tokenizer = tiny_toolcall
+    before = evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=8,
+                             max_new_tokens=40, progress=False)
+    again = evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=8,
+                            max_new_tokens=40, progress=False)
+    same = paired_change(before, again)   # greedy and the same seed: the same questions, the same scores
+    assert (same.n, same.change, same.gained, same.lost, same.ci) == (8, 0.0, 0, 0, (0.0, 0.0))
+
+    # an "after" where two questions flipped to right and one to wrong
+    after = copy.deepcopy(before)
+    for sample, score in zip(after.samples, [1.0, 1.0, 0.0]):
+        sample["score"] = score if sample["score"] != score else 1.0 - score
+    flipped = [a["score"] - b["score"] for b, a in zip(before.samples, after.samples)]
+    change = paired_change(before, after)
+    assert change.gained == sum(d > 0 for d in flipped) and change.lost == sum(d < 0 for d in flipped)
+    assert change.change == pytest.approx(sum(flipped) / 8)
+    assert change.ci[0] < change.change < change.ci[1]
+    assert "same 8 questions" in str(change)
+
+    other = evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=8, seed=1,
+                            max_new_tokens=40, progress=False)
+    with pytest.raises(ValueError, match="same seed"):
+        paired_change(before, other)

@@ -51,6 +51,15 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
         # "exactly right" counts only the full scores; the accuracy adds reasoning_gym's partial credit
         assert metrics[f"exact_{when}"] <= metrics[f"accuracy_{when}"] <= metrics[f"format_{when}"]
     assert metrics["format_before"] > 0  # the tool-call format survives into the evaluation parser
+    # the paired comparison: the same questions before and after, so its change is the accuracy difference
+    change, (low, high) = metrics["accuracy_change"], metrics["accuracy_change_ci"]
+    assert change == pytest.approx(metrics["accuracy_after"] - metrics["accuracy_before"])
+    assert low <= change <= high
+    assert metrics["questions_gained"] + metrics["questions_lost"] <= metrics["eval_n"]
+    if change > 0:
+        assert metrics["questions_gained"] > 0
+    if change < 0:
+        assert metrics["questions_lost"] > 0
 
     # plots and the local model copy were written; nothing was pushed
     for plot in metrics["plots"]:

@@ -175,6 +175,15 @@ def test_notebook_tiny(notebook_runner):
             assert 0.0 <= low <= value <= high <= 1.0
         # "exactly right" counts only the full scores; the accuracy adds reasoning_gym's partial credit
         assert metrics[f"exact_{when}"] <= metrics[f"accuracy_{when}"] <= metrics[f"format_{when}"]
+    # the paired comparison: the same questions before and after, so its change is the accuracy difference
+    change, (low, high) = metrics["accuracy_change"], metrics["accuracy_change_ci"]
+    assert change == pytest.approx(metrics["accuracy_after"] - metrics["accuracy_before"])
+    assert low <= change <= high
+    assert metrics["questions_gained"] + metrics["questions_lost"] <= metrics["eval_n"]
+    if change > 0:
+        assert metrics["questions_gained"] > 0
+    if change < 0:
+        assert metrics["questions_lost"] > 0
     checkpoint = Path(metrics["checkpoint"])
     assert (checkpoint / "config.json").exists() and checkpoint.parent.name == NB
     assert AutoTokenizer.from_pretrained(checkpoint).chat_template == trl_qwen3_chat_template()
