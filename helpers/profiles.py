@@ -51,6 +51,8 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio"},
     },
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
+    # cpu warm-starts from notebook 02's checkpoint, which writes its working before the call: 128 tokens let it
+    # finish (at 64 the evaluation cut off 97 % of its replies before the call closed).
     "04_openreward_spec": {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "num_tasks": 16, "max_steps": 2,
                  "batch_size": 4, "num_generations": 2, "max_completion_length": 48,
@@ -58,9 +60,9 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "eval_max_new_tokens": 48, "shared_system_prompt": True,
                  "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "num_tasks": 256, "max_steps": 30,
-                "batch_size": 8, "num_generations": 4, "max_completion_length": 96,
+                "batch_size": 8, "num_generations": 4, "max_completion_length": 128,
                 "max_tool_calling_iterations": 3, "learning_rate": 5e-6, "eval_tasks": 30,
-                "eval_max_new_tokens": 64, "shared_system_prompt": True,
+                "eval_max_new_tokens": 128, "shared_system_prompt": True,
                 "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "num_tasks": 512, "max_steps": 200,
                 "batch_size": 8, "num_generations": 8, "max_completion_length": 512,
