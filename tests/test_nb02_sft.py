@@ -30,6 +30,8 @@ from helpers.sft_data import (
     token_lengths,
 )
 
+from eval_checks import assert_before_after_metrics
+
 NB = "02_sft_warmup"
 
 
@@ -169,21 +171,7 @@ def test_notebook_tiny(notebook_runner):
     assert 1 <= metrics["episodes_kept"] < n
     assert metrics["length_p50"] <= metrics["length_p95"] <= metrics["length_p99"] < metrics["max_length"]
     assert metrics["sft_steps"] >= 1 and metrics["sft_seconds"] > 0 and metrics["sft_loss_first"] > 0
-    for when in ("before", "after"):
-        for key, ci in (("format", "format_ci"), ("exact", "exact_ci"), ("accuracy", "accuracy_ci")):
-            value, (low, high) = metrics[f"{key}_{when}"], metrics[f"{ci}_{when}"]
-            assert 0.0 <= low <= value <= high <= 1.0
-        # "exactly right" counts only the full scores; the accuracy adds reasoning_gym's partial credit
-        assert metrics[f"exact_{when}"] <= metrics[f"accuracy_{when}"] <= metrics[f"format_{when}"]
-    # the paired comparison: the same questions before and after, so its change is the accuracy difference
-    change, (low, high) = metrics["accuracy_change"], metrics["accuracy_change_ci"]
-    assert change == pytest.approx(metrics["accuracy_after"] - metrics["accuracy_before"])
-    assert low <= change <= high
-    assert metrics["questions_gained"] + metrics["questions_lost"] <= metrics["eval_n"]
-    if change > 0:
-        assert metrics["questions_gained"] > 0
-    if change < 0:
-        assert metrics["questions_lost"] > 0
+    assert_before_after_metrics(metrics)
     checkpoint = Path(metrics["checkpoint"])
     assert (checkpoint / "config.json").exists() and checkpoint.parent.name == NB
     assert AutoTokenizer.from_pretrained(checkpoint).chat_template == trl_qwen3_chat_template()

@@ -1,0 +1,24 @@
+"""The held-out evaluation metrics notebooks 01 and 02 record, checked the same way for both."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def assert_before_after_metrics(metrics: dict) -> None:
+    """Intervals around each point estimate, and a paired change that agrees with the two accuracies."""
+    for when in ("before", "after"):
+        for key, ci in (("format", "format_ci"), ("exact", "exact_ci"), ("accuracy", "accuracy_ci")):
+            value, (low, high) = metrics[f"{key}_{when}"], metrics[f"{ci}_{when}"]
+            assert 0.0 <= low <= value <= high <= 1.0
+        # "exactly right" counts only the full scores; the accuracy adds reasoning_gym's partial credit
+        assert metrics[f"exact_{when}"] <= metrics[f"accuracy_{when}"] <= metrics[f"format_{when}"]
+    # the paired comparison: the same questions before and after, so its change is the accuracy difference
+    change, (low, high) = metrics["accuracy_change"], metrics["accuracy_change_ci"]
+    assert change == pytest.approx(metrics["accuracy_after"] - metrics["accuracy_before"])
+    assert low <= change <= high
+    assert metrics["questions_gained"] + metrics["questions_lost"] <= metrics["eval_n"]
+    if change > 0:
+        assert metrics["questions_gained"] > 0
+    if change < 0:
+        assert metrics["questions_lost"] > 0
