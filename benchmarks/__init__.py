@@ -6,6 +6,7 @@
 - `env_servers`: episodes/s and per-call latency of the environment servers at 1-128 sessions,
   against an OpenEnv server left at its defaults (1 session, uvicorn's default logging).
 - `training`: seconds per GRPO step and the share of it spent in the environment.
+- `precision`: a training step and a generation in fp32 and in bf16 autocast, on this CPU.
 - `notebooks`: wall time of every notebook under PROFILE=tiny (and, on request, the test suite).
 
 Speed numbers live here, never in timed tests: a shared machine is too noisy to assert on them.

@@ -1,6 +1,6 @@
 """Run every benchmark; write runs/benchmarks/results.json, one PNG per benchmark and a Markdown table.
 
-    python -m benchmarks.run_all [--size tiny|full] [--only env_servers,training,notebooks]
+    python -m benchmarks.run_all [--size tiny|full] [--only env_servers,training,precision,notebooks]
                                  [--with-test-suite] [--out DIR]
 
 `make bench` runs the full size. --size tiny makes each benchmark finish in seconds (CI runs it
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from helpers.metrics import run_dir
 
-from . import env_servers, notebooks, training
+from . import env_servers, notebooks, precision, training
 
-BENCHMARKS = {"env_servers": env_servers, "training": training, "notebooks": notebooks}
+BENCHMARKS = {"env_servers": env_servers, "training": training, "precision": precision, "notebooks": notebooks}
 
 
 def machine() -> dict:
@@ -82,6 +82,15 @@ def markdown(results: dict) -> str:
         for p in train["profiles"].values():
             lines.append(f"| {p['profile']} | {p['model']} | {p['rollouts_per_step']} | {p['s_per_step']:.3f} | "
                          f"{p['env_s_per_step'] * 1000:.1f} | {p['env_share_pct']:.2f} % |")
+    prec = results.get("precision")
+    if prec:
+        cpu = prec["cpu"]
+        lines += ["", f"Precision on {cpu['model_name']} (flags: {', '.join(cpu['flags']) or 'none'}), {prec['model']}:",
+                  "", "| precision | training step (s) | start-up probe (s) | generate (s) | generated tokens/s |",
+                  "|---|---:|---:|---:|---:|"]
+        for r in prec["rows"]:
+            lines.append(f"| {r['precision']} | {r['train_step_s']} | {r['probe_pass_s']} | {r['generate_s']} | "
+                         f"{r['generate_tokens_per_s']} |")
     nbs = results.get("notebooks")
     if nbs:
         lines += ["", "| notebook (PROFILE=tiny) | wall time (s) | ok |", "|---|---:|---|"]

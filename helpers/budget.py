@@ -1,8 +1,14 @@
-"""A wall-clock budget for any transformers/TRL trainer (SFT in notebook 02, GRPO in notebook 01).
+"""Training progress you can trust: an estimate after the first steps, and an optional wall-clock cap.
 
-    budget = time_budget_callback(settings.train_minutes)   # None: no limit
+    budget = time_budget_callback(settings.train_minutes)   # None: run every step, just estimate
     trainer = SFTTrainer(..., callbacks=[budget]); trainer.train()
-    budget.stopped_early                                      # True if the budget, not max_steps, ended it
+    budget.stopped_early                                      # True if the cap, not max_steps, ended it
+    budget.summary()                                          # steps run/planned, s/step: for metrics.json
+
+After the second step (the first warms up) it prints the measured time per step and how long the
+planned steps will take; then a progress line every ~10 % of the run. With a cap it also says up front
+when this machine will not reach the planned steps inside it, and what to set instead, rather than
+stopping silently with a weaker model.
 """
 
 from __future__ import annotations
@@ -10,26 +16,66 @@ from __future__ import annotations
 import time
 
 
-def time_budget_callback(minutes: float | None):
-    """A TrainerCallback that ends training after `minutes` of wall time (None: never).
-
-    A CPU run's speed depends on the machine and on what else runs on it; a time budget keeps a
-    workshop run to its slot whatever the step time, where `max_steps` alone would not.
-    """
+def time_budget_callback(minutes: float | None, *, estimate_after: int = 2, out=print):
+    """A TrainerCallback that estimates the run's length and ends training after `minutes` (None: never)."""
     from transformers import TrainerCallback
 
-    class TimeBudget(TrainerCallback):
+    class TrainingBudget(TrainerCallback):
         def __init__(self):
             self.started = None
+            self.step_started = None
+            self.step_seconds: list[float] = []
             self.stopped_early = False
+            self.steps_planned = None
+            self.steps_run = 0
+            self.warned = False
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.started = time.monotonic()
+            self.steps_planned = state.max_steps
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.step_started = time.monotonic()
 
         def on_step_end(self, args, state, control, **kwargs):
-            if minutes is not None and self.started is not None and time.monotonic() - self.started > minutes * 60:
+            now = time.monotonic()
+            if self.step_started is not None:
+                self.step_seconds.append(now - self.step_started)
+            self.steps_run = state.global_step
+            planned = state.max_steps
+            if state.global_step == estimate_after and self.seconds_per_step:
+                self._estimate(planned)
+            elif (state.global_step > estimate_after and self.seconds_per_step and planned >= 10
+                  and state.global_step % max(1, planned // 10) == 0 and state.global_step < planned):
+                left = (planned - state.global_step) * self.seconds_per_step
+                out(f"step {state.global_step}/{planned}, {now - self.started:.0f} s so far, "
+                    f"~{left / 60:.1f} min left", flush=True)
+            if minutes is not None and self.started is not None and now - self.started > minutes * 60:
                 control.should_training_stop = True
-                self.stopped_early = state.global_step < state.max_steps
+                self.stopped_early = state.global_step < planned
             return control
 
-    return TimeBudget()
+        @property
+        def seconds_per_step(self) -> float | None:
+            timed = self.step_seconds[1:] or self.step_seconds   # the first step warms up
+            return sum(timed) / len(timed) if timed else None
+
+        def _estimate(self, planned: int) -> None:
+            per_step = self.seconds_per_step
+            total = per_step * planned
+            out(f"{per_step:.1f} s a step on this machine: {planned} steps take about {total / 60:.1f} min", flush=True)
+            if minutes is not None and total > minutes * 60:
+                reachable = int(minutes * 60 / per_step)
+                self.warned = True
+                out(f"WARNING: the {minutes}-minute budget (TRAIN_MINUTES) stops training after about {reachable} of "
+                    f"{planned} steps here, and the documented result needs them all. Set TRAIN_MINUTES=None to "
+                    f"run every step (~{total / 60:.0f} min), or train on fewer examples.", flush=True)
+
+        def summary(self) -> dict:
+            per_step = self.seconds_per_step
+            return {"steps_planned": self.steps_planned, "steps_run": self.steps_run,
+                    "seconds_per_step": round(per_step, 2) if per_step else None,
+                    "train_minutes": minutes, "stopped_by_time_budget": self.stopped_early,
+                    "budget_warning": self.warned}
+
+    return TrainingBudget()

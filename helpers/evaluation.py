@@ -14,12 +14,12 @@ question: a change of a few points can be real even when the two accuracy interv
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
 
+from helpers.precision import autocast
 from helpers.prompts import SYSTEM_PROMPT, answer_tool
 
 EVAL_SEED = 999_999  # training envs draw random seeds; this fixed one is reserved for evaluation
@@ -124,14 +124,14 @@ def parse_answer_call(text: str) -> str | None:
 
 
 def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools=None,
-                     max_new_tokens: int = 64, batch_size: int = 8, bf16: bool = False,
+                     max_new_tokens: int = 64, batch_size: int = 8, precision: str | None = None,
                      progress: bool = True) -> list[str]:
     """Greedy replies for each conversation, batched and left-padded; special tokens kept out.
 
-    `bf16=True` generates under bf16 autocast on CPU, the precision the trainer trains in there: greedy
-    replies in fp32 and bf16 differ (4 points on 100 chain_sum questions, measured), so an evaluation
-    before training and one after must use the same setting. On a GPU the model's own dtype decides;
-    `bf16=False` leaves the precision as the caller set it (an outer autocast stays on).
+    `precision` ("bf16"/"fp16") generates under that autocast on the model's device, the precision the
+    trainer trains in (`helpers.precision.choose_precision`): greedy replies in fp32 and bf16 differ
+    (4 points on 100 chain_sum questions, measured), so an evaluation before training and one after must
+    use the same setting. None or "fp32" leave the precision as the caller set it (an outer autocast stays on).
     """
     import torch
     from tqdm.auto import tqdm
@@ -147,8 +147,7 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
                                                enable_thinking=False)
                  for c in conversations[start:start + batch_size]]
         inputs = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        with torch.no_grad(), (torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and model.device.type == "cpu"
-                               else contextlib.nullcontext()):
+        with torch.no_grad(), autocast(precision, model.device.type):
             out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
                                  pad_token_id=tokenizer.pad_token_id)
         for row in out[:, inputs["input_ids"].shape[1]:]:
@@ -160,10 +159,10 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
 def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "chain_sum",
                     dataset_config: dict | None = None, n: int = 50, seed: int = EVAL_SEED,
                     system_prompt: str = SYSTEM_PROMPT, max_new_tokens: int = 64,
-                    batch_size: int = 8, bf16: bool = False, progress: bool = True) -> EvalResult:
+                    batch_size: int = 8, precision: str | None = None, progress: bool = True) -> EvalResult:
     """Score `model` on `n` held-out questions served by the reasoning_gym env at `base_url`.
 
-    `bf16`: generate under bf16 autocast on CPU (see `generate_replies`); pass the trainer's setting.
+    `precision`: generate under that autocast (see `generate_replies`); pass the trainer's.
     """
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
@@ -173,7 +172,7 @@ def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "cha
         conversations = [[{"role": "system", "content": system_prompt}, {"role": "user", "content": q}]
                          for q in questions]
         replies = generate_replies(model, tokenizer, conversations, tools=[answer_tool],
-                                   max_new_tokens=max_new_tokens, batch_size=batch_size, bf16=bf16,
+                                   max_new_tokens=max_new_tokens, batch_size=batch_size, precision=precision,
                                    progress=progress)
         # replay the same questions in order and let the environment score each answer
         env.reset(dataset_name=dataset_name, dataset_config=dataset_config or {}, seed=seed, size=n)

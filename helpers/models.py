@@ -224,17 +224,42 @@ def _build_smollm2(out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def use_bf16(setting: bool | str = "auto") -> bool:
-    """Whether to train in bf16 mixed precision: `True`/`False` as given, or "auto": where the hardware has it
-    natively (a CUDA GPU with bf16, i.e. not a T4; or a CPU with AVX512-BF16/AMX, where a SmolLM2 SFT step in
-    bf16 autocast measured 15 s against 28-34 s in fp32 on two cores). Weights stay fp32 on CPU either way."""
-    if setting != "auto":
-        return bool(setting)
+def load_policy(name: str, *, device: str | None = None):
+    """The model a notebook trains: `name` resolved (see `resolve_model`), in fp32, on `device`.
+
+    fp32 weights in every precision: the trainer's bf16/fp16 is autocast over fp32 master weights
+    (TRL's own default). bf16 *weights* round small updates away: one AdamW step at lr 1e-6 changed
+    only a few percent of them (tests/test_precision.py). `device` None: CUDA when there is one, so the
+    evaluation before training runs where training will, not on the CPU of a GPU machine.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model(name)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    except OSError as exc:
+        raise ModelError(
+            f"Could not load the model {name!r}: {str(exc).splitlines()[0]} A Hub id needs a network (and, for "
+            f"gated models, `huggingface-cli login`); offline, set MODEL to one of {', '.join(MODEL_NAMES)} or a "
+            f"local folder.") from exc
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(device)
+
+
+def free_memory() -> None:
+    """Return the memory of a finished trainer before the next one is built: `del trainer; free_memory()`.
+
+    A trainer holds its model, optimizer state and generation caches; `del` drops your name for it,
+    the garbage collector breaks the cycles that keep it alive, and CUDA's cache hands the memory back.
+    """
+    import gc
+
     import torch
 
+    gc.collect()
     if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
-    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        torch.cuda.empty_cache()
 
 
 def freeze_lower_layers(model, n_layers: int) -> int:

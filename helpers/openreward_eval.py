@@ -76,10 +76,11 @@ class SplitEvalResult:
 
 def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: int = 30, max_turns: int = 4,
                       max_new_tokens: int = 96, batch_size: int = 8, system_prompt: str | None = None,
-                      progress: bool = True) -> SplitEvalResult:
+                      precision: str | None = None, progress: bool = True) -> SplitEvalResult:
     """Greedy multi-turn episodes on the first `n` tasks of `split` of the ORS env at `target`.
 
-    `system_prompt`, if given, is put before the task prompt, as the training data had it.
+    `system_prompt`, if given, is put before the task prompt, as the training data had it. `precision`:
+    the trainer's (see `helpers.evaluation.generate_replies`), so before and after are comparable.
     """
     from trl.experimental.openreward import OpenRewardSpec
 
@@ -101,7 +102,8 @@ def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: 
         if not active:
             break
         replies = generate_replies(model, tokenizer, [e["messages"] for e in active], tools=tools,
-                                   max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress)
+                                   max_new_tokens=max_new_tokens, batch_size=batch_size, precision=precision,
+                                   progress=progress)
         for episode, reply in zip(active, replies):
             calls = parse_tool_calls(reply)
             text = _TOOL_CALL.sub("", reply).replace("<|im_end|>", "").strip()

@@ -25,29 +25,30 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # 01: the seed's end-to-end GRPO walkthrough (environment_factory on reasoning_gym chain_sum) + held-out eval.
     # gpu = the seed's config (Qwen3-1.7B, 150 steps, lr 1e-6, 1 x 4 rollouts, 2 generations, 256 tokens).
     # cpu = SmolLM2-135M warm-started from notebook 02's SFT checkpoint; see the notebook's "CPU recipe" cell.
-    # top_entropy_quantile 0.2: the loss uses only each completion's 20 % most uncertain tokens (tiny does too, so CI
-    # runs that code path); 1.0 = every token, the seed's.
+    # top_entropy_quantile 0.2: the loss uses only the 20 % most uncertain completion tokens (TRL takes one entropy
+    # quantile over each micro-batch; tiny does too, so CI runs that code path); 1.0 = every token, the seed's.
+    # precision "auto": measured at start-up on CPU, the card's native one on CUDA (helpers.precision).
     "01_grpo_walkthrough": {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
                  "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
                  "max_steps": 2, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                  "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 48, "freeze_layers": 0,
                  "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
-                 "activation_checkpointing": False, "bf16": False, "logging_steps": 1, "log_completions": False,
+                 "activation_checkpointing": False, "precision": "auto", "logging_steps": 1, "log_completions": False,
                  "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                 "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                 "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104, "freeze_layers": 12,
                 "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
-                "activation_checkpointing": False, "bf16": "auto", "logging_steps": 1, "log_completions": False,
+                "activation_checkpointing": False, "precision": "auto", "logging_steps": 1, "log_completions": False,
                 "eval_n": 100, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                 "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
                 "gradient_accumulation_steps": 4, "num_generations": 2, "max_completion_length": 256, "freeze_layers": 0,
                 "max_tool_calling_iterations": None, "temperature": 1.0, "top_entropy_quantile": 1.0, "warmup_steps": 10,
-                "activation_checkpointing": True, "bf16": "auto", "logging_steps": 10, "log_completions": True,
+                "activation_checkpointing": True, "precision": "auto", "logging_steps": 10, "log_completions": True,
                 "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio"},
     },
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
@@ -57,17 +58,17 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "num_tasks": 16, "max_steps": 2,
                  "batch_size": 4, "num_generations": 2, "max_completion_length": 48,
                  "max_tool_calling_iterations": 2, "learning_rate": 1e-5, "eval_tasks": 6,
-                 "eval_max_new_tokens": 48, "shared_system_prompt": True,
+                 "eval_max_new_tokens": 48, "shared_system_prompt": True, "precision": "auto",
                  "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "num_tasks": 256, "max_steps": 30,
                 "batch_size": 8, "num_generations": 4, "max_completion_length": 128,
                 "max_tool_calling_iterations": 3, "learning_rate": 5e-6, "eval_tasks": 30,
-                "eval_max_new_tokens": 128, "shared_system_prompt": True,
+                "eval_max_new_tokens": 128, "shared_system_prompt": True, "precision": "auto",
                 "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "num_tasks": 512, "max_steps": 200,
                 "batch_size": 8, "num_generations": 8, "max_completion_length": 512,
                 "max_tool_calling_iterations": 6, "learning_rate": 1e-6, "eval_tasks": 100,
-                "eval_max_new_tokens": 256, "shared_system_prompt": True,
+                "eval_max_new_tokens": 256, "shared_system_prompt": True, "precision": "auto",
                 "report_to": "trackio"},
     },
     # 03: echo warm-up, then multi-turn Wordle with a rollout_func, then the environment_factory version.
@@ -79,47 +80,47 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "num_generations": 2, "max_turns": 3, "max_completion_length": 8, "learning_rate": 1e-5,
                  "temperature": 1.0, "top_k": 10, "factory_steps": 1, "factory_max_completion_length": 32,
                  "enable_thinking": None, "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
-                 "report_to": "trackio"},
+                 "precision": "auto", "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "echo_model": "smollm2-135m", "echo_steps": 2,
                 "echo_max_completion_length": 32, "max_steps": 8, "per_device_train_batch_size": 8,
                 "gradient_accumulation_steps": 1, "num_generations": 4, "max_turns": 6,
                 "max_completion_length": 12, "learning_rate": 3e-5, "temperature": 0.8, "top_k": 10,
                 "factory_steps": 2, "factory_max_completion_length": 64, "enable_thinking": None,
-                "use_vllm": False, "vllm_mode": "colocate", "seed": 0, "report_to": "trackio"},
+                "use_vllm": False, "vllm_mode": "colocate", "seed": 0, "precision": "auto", "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "echo_model": "Qwen/Qwen2.5-0.5B-Instruct", "echo_steps": 20,
                 "echo_max_completion_length": 256, "max_steps": 90, "per_device_train_batch_size": 1,
                 "gradient_accumulation_steps": 64, "num_generations": 2, "max_turns": 6,
                 "max_completion_length": 8, "learning_rate": 5e-6, "temperature": 0.8, "top_k": 10,
                 "factory_steps": 10, "factory_max_completion_length": 256, "enable_thinking": False,
-                "use_vllm": True, "vllm_mode": "colocate", "seed": 0, "report_to": "trackio"},
+                "use_vllm": True, "vllm_mode": "colocate", "seed": 0, "precision": "auto", "report_to": "trackio"},
     },
     # 02: teacher rollouts with `openenv collect` -> reward filter -> SFT (assistant-only loss) -> eval.
     # teacher "local" = helpers.teacher (offline stand-in); "openai" = gpt-5-mini when OPENAI_API_KEY is set.
     # cpu: sums of 2 two-digit numbers (the seed's 2-3 stalled at ~12 % accuracy), the teacher's column-by-column
-    # working kept in front of its call (the call alone flattened near 40 %), the lower 12 of 30 layers frozen
-    # (~20 s instead of ~25 s a step), lr 1e-4: ~222 kept rows = 28 steps of 8 x ~390 tokens in 563 s on 2 idle
-    # cores, 100 % format, 53 % held-out accuracy (measured; see the notebook's "How the cpu profile was chosen").
+    # working kept in front of its call (the call alone flattened near 40 %), the lower 12 of 30 layers frozen,
+    # lr 1e-4, one epoch over the kept rows: a step budget, not a time budget, so a slower CPU takes longer but
+    # trains the same model (the run prints its estimate after two steps). Measurements: docs/measurements.md.
     "02_sft_warmup": {
         "tiny": {"model": "tiny", "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                  "n_episodes": 20, "teacher": "local", "teacher_model": "chain-sum-teacher",
                  "teacher_mistake_rate": 0.2, "teacher_no_tool_rate": 0.05, "teacher_shows_work": True,
                  "num_train_epochs": 1,
                  "batch_size": 4, "gradient_accumulation_steps": 1, "learning_rate": 1e-4, "warmup_steps": 0,
-                 "bf16": False, "activation_checkpointing": False, "freeze_layers": 1, "train_minutes": None,
+                 "precision": "auto", "activation_checkpointing": False, "freeze_layers": 1, "train_minutes": None,
                  "eval_n": 8, "eval_max_new_tokens": 32, "logging_steps": 1, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                 "n_episodes": 320, "teacher": "local", "teacher_model": "chain-sum-teacher",
                 "teacher_mistake_rate": 0.1, "teacher_no_tool_rate": 0.0, "teacher_shows_work": True,
                 "num_train_epochs": 1,
                 "batch_size": 8, "gradient_accumulation_steps": 1, "learning_rate": 1e-4, "warmup_steps": 2,
-                "bf16": "auto", "activation_checkpointing": False, "freeze_layers": 12, "train_minutes": 9.5,
+                "precision": "auto", "activation_checkpointing": False, "freeze_layers": 12, "train_minutes": None,
                 "eval_n": 100, "eval_max_new_tokens": 128, "logging_steps": 2, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                 "n_episodes": 300, "teacher": "openai", "teacher_model": "gpt-5-mini",
                 "teacher_mistake_rate": 0.1, "teacher_no_tool_rate": 0.0, "teacher_shows_work": False,
                 "num_train_epochs": 3,
                 "batch_size": 4, "gradient_accumulation_steps": 2, "learning_rate": 2e-5, "warmup_steps": 10,
-                "bf16": "auto", "activation_checkpointing": True, "freeze_layers": 0, "train_minutes": None,
+                "precision": "auto", "activation_checkpointing": True, "freeze_layers": 0, "train_minutes": None,
                 "eval_n": 50, "eval_max_new_tokens": 64, "logging_steps": 5, "report_to": "trackio"},
     },
     # 00: OpenEnv quick start; GRPO on the code feedback env (environment_factory, run_code tool).
@@ -128,15 +129,15 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
         "tiny": {"model": "tiny-toolcall", "max_steps": 2, "per_device_train_batch_size": 2,
                  "num_generations": 2, "max_completion_length": 48, "max_tool_calling_iterations": 2,
                  "learning_rate": 1e-5, "sandbox_wall_timeout_s": 2.0, "enable_thinking": None,
-                 "use_vllm": False, "report_to": "trackio"},
+                 "use_vllm": False, "precision": "auto", "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "max_steps": 4, "per_device_train_batch_size": 4,
                 "num_generations": 2, "max_completion_length": 128, "max_tool_calling_iterations": 2,
                 "learning_rate": 5e-6, "sandbox_wall_timeout_s": 5.0, "enable_thinking": None,
-                "use_vllm": False, "report_to": "trackio"},
+                "use_vllm": False, "precision": "auto", "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "max_steps": 100, "per_device_train_batch_size": 8,
                 "num_generations": 4, "max_completion_length": 512, "max_tool_calling_iterations": 3,
                 "learning_rate": 1e-6, "sandbox_wall_timeout_s": 5.0, "enable_thinking": False,
-                "use_vllm": True, "report_to": "trackio"},
+                "use_vllm": True, "precision": "auto", "report_to": "trackio"},
     },
     "harness_smoke": {
         "tiny": {"dataset_name": "chain_sum", "episodes": 3},

@@ -1,4 +1,5 @@
-"""The held-out evaluation metrics notebooks 01 and 02 record, checked the same way for both."""
+"""Metrics every notebook records the same way, checked the same way: the held-out evaluation (01, 02) and
+the precision the run chose (00-04)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,12 @@ def assert_before_after_metrics(metrics: dict) -> None:
         assert metrics["questions_gained"] > 0
     if change < 0:
         assert metrics["questions_lost"] > 0
+
+
+def assert_precision_recorded(metrics: dict, text: str) -> None:
+    """A CPU run measured fp32 and bf16 at start-up, kept the faster, and printed its choice."""
+    timings = metrics["precision_seconds_per_pass"]
+    assert metrics["precision_device"] == "cpu" and metrics["precision_reason"].startswith("measured")
+    assert set(timings) == {"fp32", "bf16"} and all(t > 0 for t in timings.values())
+    assert metrics["precision"] == min(timings, key=timings.get)
+    assert f"precision: {metrics['precision']}" in text

@@ -65,6 +65,15 @@ def test_training_benchmark(results):
     assert (out / "training.png").stat().st_size > 10_000
 
 
+def test_precision_benchmark(results):
+    data, out, _ = results
+    prec = data["precision"]
+    assert [r["precision"] for r in prec["rows"]] == ["fp32", "bf16"] and prec["model"] == "tiny"
+    assert all(r["train_step_s"] > 0 and r["probe_pass_s"] > 0 and r["generate_s"] > 0 for r in prec["rows"])
+    assert prec["cpu"]["model_name"] and isinstance(prec["cpu"]["flags"], list)
+    assert (out / "precision.png").stat().st_size > 5_000
+
+
 def test_notebook_benchmark(results):
     data, out, _ = results
     rows = data["notebooks"]["notebooks"]
@@ -80,3 +89,4 @@ def test_markdown_table_for_the_readme(results):
     assert "| reasoning_gym | websocket | 8 |" in table
     assert "| tiny | tiny-toolcall |" in table
     assert "| harness_smoke |" in table
+    assert "| bf16 |" in table and "Precision on" in table

@@ -19,3 +19,36 @@ def test_time_budget_stops_training_after_its_minutes():
     unlimited = time_budget_callback(None)
     unlimited.on_train_begin(None, state, TrainerControl())
     assert not unlimited.on_step_end(None, state, TrainerControl()).should_training_stop
+
+
+def test_the_estimate_comes_after_two_steps_and_warns_when_the_budget_cannot_reach_the_plan():
+    import time
+
+    from transformers import TrainerControl, TrainerState
+
+    from helpers.budget import time_budget_callback
+
+    lines = []
+    state = TrainerState(global_step=0, max_steps=10)
+    budget = time_budget_callback(minutes=0.12 / 60, out=lambda line, **kw: lines.append(line))
+    budget.on_train_begin(None, state, TrainerControl())
+    for step in (1, 2):
+        budget.on_step_begin(None, state, TrainerControl())
+        time.sleep(0.05)
+        state.global_step = step
+        budget.on_step_end(None, state, TrainerControl())
+    assert lines[0].startswith(f"{budget.seconds_per_step:.1f} s a step on this machine: 10 steps take about")
+    assert "stops training after about 2 of 10 steps" in lines[1] and "TRAIN_MINUTES=None" in lines[1]
+    summary = budget.summary()
+    assert summary["steps_planned"] == 10 and summary["steps_run"] == 2 and summary["budget_warning"]
+    assert 0.04 < summary["seconds_per_step"] < 0.5
+
+    roomy = time_budget_callback(minutes=10, out=lambda line, **kw: lines.append(line))
+    lines.clear()
+    state.global_step = 0
+    roomy.on_train_begin(None, state, TrainerControl())
+    for step in (1, 2):
+        roomy.on_step_begin(None, state, TrainerControl())
+        state.global_step = step
+        roomy.on_step_end(None, state, TrainerControl())
+    assert len(lines) == 1 and not roomy.summary()["budget_warning"]

@@ -30,14 +30,14 @@ def output_dtypes(model):
         hook.remove()
 
 
-@pytest.mark.parametrize("bf16", [False, True])
-def test_evaluation_generates_in_the_precision_asked_and_the_env_scores_it(rg_server, tiny_toolcall, bf16):
-    """bf16=True must run the forward passes in bf16 on CPU (the trainer's precision), False in fp32."""
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_evaluation_generates_in_the_precision_asked_and_the_env_scores_it(rg_server, tiny_toolcall, precision):
+    """precision="bf16" must run the forward passes in bf16 (the trainer's precision), "fp32" in fp32."""
     model, tokenizer = tiny_toolcall
     with output_dtypes(model) as seen:
         result = evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=6,
-                                 max_new_tokens=40, bf16=bf16, progress=False)
-    assert seen == {torch.bfloat16 if bf16 else torch.float32}
+                                 max_new_tokens=40, precision=precision, progress=False)
+    assert seen == {torch.bfloat16 if precision == "bf16" else torch.float32}
     assert result.n == 6 and len(result.samples) == 6
     # tiny-toolcall learned the call format: every reply is a call, and the environment scored each one
     assert result.format_compliance == 1.0
@@ -46,8 +46,8 @@ def test_evaluation_generates_in_the_precision_asked_and_the_env_scores_it(rg_se
     assert next(model.parameters()).dtype == torch.float32   # autocast: the weights stay fp32
 
 
-def test_bf16_false_leaves_an_outer_autocast_on(rg_server, tiny_toolcall):
-    """bf16=False means "as the caller set it", not "force fp32": a caller's own autocast stays in force."""
+def test_no_precision_leaves_an_outer_autocast_on(rg_server, tiny_toolcall):
+    """precision=None means "as the caller set it", not "force fp32": a caller's own autocast stays in force."""
     model, tokenizer = tiny_toolcall
     with output_dtypes(model) as seen, torch.autocast("cpu", dtype=torch.bfloat16):
         evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=2, max_new_tokens=8,

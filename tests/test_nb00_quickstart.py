@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.notebooks import cell_outputs_text
 from helpers.profiles import NOTEBOOK_PROFILES
+
+from eval_checks import assert_precision_recorded
 
 NOTEBOOK = "00_openenv_quickstart"
 
@@ -21,6 +24,7 @@ def test_profiles_share_keys_and_tiny_is_small():
 def test_tiny_run_records_sane_metrics(notebook_runner):
     metrics, executed = notebook_runner(NOTEBOOK)
     assert metrics["profile"] == "tiny"
+    assert_precision_recorded(metrics, cell_outputs_text(executed))
     # Part 1: echo over the typed client and over MCP
     assert metrics["echo_reward"] == pytest.approx(1.5) and metrics["echo_message_length"] == 15
     assert metrics["mcp_tools"] == ["echo_message", "echo_with_length"]

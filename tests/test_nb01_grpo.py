@@ -9,7 +9,7 @@ import pytest
 from helpers.notebooks import NOTEBOOKS_DIR, cell_outputs_text, static_problems
 from helpers.profiles import resolve_settings
 
-from eval_checks import assert_before_after_metrics
+from eval_checks import assert_before_after_metrics, assert_precision_recorded
 
 NB = "01_grpo_walkthrough"
 
@@ -24,7 +24,10 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
 
     # the trainer ran its steps against the local server, sized from the config
     assert metrics["profile"] == "tiny" and metrics["env_server"] == "local"
-    assert metrics["steps"] == 2
+    assert metrics["steps"] == 2 == metrics["steps_run"] == metrics["steps_planned"]
+    assert metrics["stopped_by_time_budget"] is False and metrics["seconds_per_step"] > 0
+    assert "s a step on this machine: 2 steps take about" in text
+    assert_precision_recorded(metrics, text)
     assert metrics["env_sessions"] == metrics["generation_batch_size"] + 1
     assert 1 <= metrics["env_pool_size"] <= metrics["generation_batch_size"]
     # every GRPO group's rollouts answered the same question (the dataset row's question_seed)

@@ -30,7 +30,7 @@ from helpers.sft_data import (
     token_lengths,
 )
 
-from eval_checks import assert_before_after_metrics
+from eval_checks import assert_before_after_metrics, assert_precision_recorded
 
 NB = "02_sft_warmup"
 
@@ -172,11 +172,16 @@ def test_notebook_tiny(notebook_runner):
     assert metrics["length_p50"] <= metrics["length_p95"] <= metrics["length_p99"] < metrics["max_length"]
     assert metrics["sft_steps"] >= 1 and metrics["sft_seconds"] > 0 and metrics["sft_loss_first"] > 0
     assert_before_after_metrics(metrics)
+    # a step budget: every planned step ran, and the estimate after two steps was printed and recorded
+    assert metrics["steps_run"] == metrics["sft_steps"] == metrics["steps_planned"] == metrics["sft_max_steps"]
+    assert metrics["stopped_by_time_budget"] is False and metrics["seconds_per_step"] > 0
+    text = cell_outputs_text(executed)
+    assert f"s a step on this machine: {metrics['steps_planned']} steps take about" in text
+    assert_precision_recorded(metrics, text)
     checkpoint = Path(metrics["checkpoint"])
     assert (checkpoint / "config.json").exists() and checkpoint.parent.name == NB
     assert AutoTokenizer.from_pretrained(checkpoint).chat_template == trl_qwen3_chat_template()
     assert (checkpoint.parent / "sft_loss.png").exists() and (checkpoint.parent / "before_after.png").exists()
-    text = cell_outputs_text(executed)
     assert "openenv collect reasoning_gym:chain_sum" in text and "Collected=" in text
     # the episodes sit in the folder of their difficulty and teacher, and carry the teacher's working
     assert metrics["teacher_shows_work"] is True

@@ -8,7 +8,10 @@ import math
 import pytest
 
 from helpers import wordle
+from helpers.notebooks import cell_outputs_text
 from helpers.servers import LocalServer
+
+from eval_checks import assert_precision_recorded
 
 
 @pytest.mark.parametrize("reply, guess", [
@@ -174,6 +177,8 @@ def test_notebook_runs_tiny(notebook_runner):
     assert metrics["episodes"] == 2 * 4  # 2 steps x 4 games
     assert metrics["rollout_lengths_consistent"] is True
     assert metrics["activation_checkpointing"] is False  # CPU: TRL's default would only cost time
+    assert metrics["model_dtype"] == "torch.float32"   # a loaded fp32 model, whatever the precision
+    assert_precision_recorded(metrics, cell_outputs_text(executed))
     for key in ("correct", "green", "yellow", "repetition"):
         for when in ("first", "last"):
             assert 0.0 <= metrics[f"{key}_{when}"] <= 1.0

@@ -11,6 +11,8 @@ from helpers.notebooks import cell_outputs_text
 from helpers.openreward_eval import environment_tools
 from helpers.openreward_local import LocalORSServer
 
+from eval_checks import assert_precision_recorded
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
@@ -97,5 +99,6 @@ def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch)
         assert 0.0 <= metrics[key] <= 1.0, key
     assert metrics["eval_tasks"] == 6
     text = cell_outputs_text(executed)
+    assert_precision_recorded(metrics, text)
     assert "answer    -> 'Correct.'  reward=1.0  finished=True" in text  # the hand-walked episode
     assert "OPENREWARD_API_URL after stop: None" in text  # the SDK variables were restored

@@ -1,0 +1,153 @@
+"""Which precision to train and evaluate in, chosen for the machine at hand.
+
+    choice = choose_precision(model, settings.bf16)      # "auto", "bf16", "fp16", "fp32" (True/False too)
+    print(choice)                                         # what was chosen and why, with the timings
+    SFTConfig(..., bf16=choice.bf16, fp16=choice.fp16)    # the trainer's mixed precision
+    evaluate_policy(..., precision=choice.precision)      # before and after in the same precision
+
+Weights stay fp32 in every case: mixed precision keeps fp32 master weights and runs the matrix
+products in 16 bits (autocast). bf16 *weights* would round most small updates away: one AdamW step at
+lr 1e-6 changes only a few percent of them.
+
+"auto" decides by what the hardware really does, not by a capability flag:
+- CUDA: bf16 on compute capability 8.0+ (A100, L4, H100...); fp16 on 7.x (T4, V100), which have fp16
+  tensor cores but only emulate bf16 (`torch.cuda.is_bf16_supported()` says True on a T4 anyway);
+  fp32 below.
+- CPU: time a few forward+backward passes of the actual model in fp32 and under bf16 autocast and keep
+  the faster. oneDNN reports bf16 "supported" on any AVX-512 CPU and emulates it where the CPU has no
+  AVX512-BF16/AMX: there a bf16 step measured 2.5x slower than fp32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+class PrecisionError(ValueError):
+    """A precision the setting or the hardware cannot give; the message says what to set."""
+
+
+@dataclass
+class PrecisionChoice:
+    """The precision a run uses, where and why. `seconds_per_pass` holds what was measured (CPU "auto")."""
+
+    precision: str
+    device: str
+    reason: str
+    seconds_per_pass: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def bf16(self) -> bool:
+        return self.precision == "bf16"
+
+    @property
+    def fp16(self) -> bool:
+        return self.precision == "fp16"
+
+    def as_metrics(self) -> dict:
+        """What metrics.json records about it."""
+        return {"precision": self.precision, "precision_device": self.device, "precision_reason": self.reason,
+                "precision_seconds_per_pass": dict(self.seconds_per_pass)}
+
+    def __str__(self) -> str:
+        name = "fp32" if self.precision == "fp32" else f"{self.precision} autocast over fp32 weights"
+        return f"precision: {name} on {self.device.upper()} ({self.reason})"
+
+
+def cuda_precision(capability: tuple[int, int]) -> str:
+    """The fastest precision a CUDA card runs natively, from its compute capability."""
+    if capability >= (8, 0):
+        return "bf16"
+    if capability >= (7, 0):
+        return "fp16"
+    return "fp32"
+
+
+def _normalise(setting) -> str:
+    if setting is True:
+        return "bf16"
+    if setting is False or setting is None:
+        return "fp32" if setting is False else "auto"
+    if setting in PRECISIONS or setting == "auto":
+        return setting
+    raise PrecisionError(f"Unknown precision {setting!r}: use 'auto', 'fp32', 'bf16' or 'fp16' "
+                         "(True means bf16, False means fp32).")
+
+
+def choose_precision(model, setting="auto", *, batch_size: int = 2, seq_len: int = 128,
+                     repeats: int = 2, measure=None) -> PrecisionChoice:
+    """The precision to train `model` in: `setting` as given, or "auto" (see the module docstring).
+
+    On CPU "auto" costs a few seconds: one warm-up and `repeats` timed forward+backward passes of a
+    `batch_size` x `seq_len` batch in each precision; the faster is kept (the model is left as it was).
+    `measure(model, precision) -> seconds` replaces the timing (tests use it to force a slow path).
+    """
+    import torch
+
+    wanted = _normalise(setting)
+    device = next(model.parameters()).device.type   # where the model trains: load it there first
+    if device == "cuda":
+        capability = torch.cuda.get_device_capability()
+        native = cuda_precision(capability)
+        if wanted == "auto":
+            return PrecisionChoice(native, device, f"compute capability {capability[0]}.{capability[1]}: "
+                                   f"{native} is what this card computes natively")
+        if wanted == "bf16" and native != "bf16":
+            print(f"WARNING: bf16 was asked for on a card of compute capability {capability[0]}.{capability[1]}, "
+                  f"which only emulates it (slow); {native} is native there (set BF16='{native}').")
+        return PrecisionChoice(wanted, device, "as set")
+    if wanted == "fp16":
+        raise PrecisionError("fp16 autocast is for CUDA cards (T4, V100); on CPU use 'auto', 'bf16' or 'fp32'.")
+    if wanted != "auto":
+        return PrecisionChoice(wanted, device, "as set")
+    measure = measure or (lambda m, p: time_training_pass(m, p, batch_size=batch_size, seq_len=seq_len,
+                                                          repeats=repeats))
+    timings = {p: measure(model, p) for p in ("fp32", "bf16")}
+    best = min(timings, key=timings.get)
+    other = "bf16" if best == "fp32" else "fp32"
+    return PrecisionChoice(best, device, f"measured: {timings[best]:.2f} s per training pass against "
+                           f"{timings[other]:.2f} s in {other}", {p: round(t, 3) for p, t in timings.items()})
+
+
+def time_training_pass(model, precision: str, *, batch_size: int = 2, seq_len: int = 128, repeats: int = 2) -> float:
+    """Best of `repeats` forward+backward passes of `model` on random tokens, in seconds (after a warm-up).
+
+    Gradients are cleared afterwards and no optimizer runs: the model's weights and mode are unchanged,
+    and the global random state is not touched.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    vocab = model.get_input_embeddings().num_embeddings
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (batch_size, seq_len), generator=generator).to(device)
+    was_training = model.training
+    model.train()
+    best = float("inf")
+    try:
+        for i in range(repeats + 1):
+            started = time.perf_counter()
+            with autocast(precision, device.type):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            if i:  # the first pass warms up oneDNN's kernels
+                best = min(best, time.perf_counter() - started)
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.train(was_training)
+    return best
+
+
+def autocast(precision: str | None, device_type: str = "cpu"):
+    """The autocast context for `precision` on `device_type`; fp32 or None leave the caller's setting."""
+    import torch
+
+    if precision in (None, "fp32"):
+        return contextlib.nullcontext()
+    if precision not in PRECISIONS:
+        raise PrecisionError(f"Unknown precision {precision!r}: use one of {PRECISIONS}.")
+    return torch.autocast(device_type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)

@@ -1,0 +1,130 @@
+"""helpers.precision and helpers.models.load_policy: the precision a run uses is the one that is fast and
+trains on the machine at hand, weights stay fp32, and a finished trainer's memory can be given back."""
+
+from __future__ import annotations
+
+import types
+import weakref
+
+import pytest
+import torch
+
+from helpers.models import ModelError, free_memory, load_policy
+from helpers.precision import PrecisionError, choose_precision, cuda_precision, time_training_pass
+from helpers.profiles import NOTEBOOK_PROFILES
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_policy("tiny", device="cpu")
+
+
+def test_auto_keeps_the_faster_precision_on_cpu(tiny):
+    """A forced-slow path is never chosen: whichever precision measures slower loses."""
+    slow_bf16 = choose_precision(tiny, "auto", measure=lambda m, p: {"fp32": 1.0, "bf16": 2.5}[p])
+    assert slow_bf16.precision == "fp32" and not slow_bf16.bf16
+    assert slow_bf16.seconds_per_pass == {"fp32": 1.0, "bf16": 2.5}
+    assert "2.50 s in bf16" in slow_bf16.reason
+    fast_bf16 = choose_precision(tiny, "auto", measure=lambda m, p: {"fp32": 3.0, "bf16": 1.0}[p])
+    assert fast_bf16.precision == "bf16" and fast_bf16.bf16
+    assert fast_bf16.as_metrics()["precision_seconds_per_pass"] == {"fp32": 3.0, "bf16": 1.0}
+
+
+def test_the_real_measurement_times_both_and_leaves_the_model_as_it_was(tiny):
+    before = {k: v.clone() for k, v in tiny.state_dict().items()}
+    tiny.eval()
+    choice = choose_precision(tiny, "auto", batch_size=1, seq_len=16, repeats=1)
+    assert set(choice.seconds_per_pass) == {"fp32", "bf16"} and all(t > 0 for t in choice.seconds_per_pass.values())
+    assert choice.precision == min(choice.seconds_per_pass, key=choice.seconds_per_pass.get)
+    assert not tiny.training and all(p.grad is None for p in tiny.parameters())
+    assert all(torch.equal(before[k], v) for k, v in tiny.state_dict().items())
+
+
+def test_the_probe_runs_in_the_precision_it_times(tiny):
+    seen = set()
+    hook = tiny.lm_head.register_forward_hook(lambda module, args, out: seen.add(out.dtype))
+    try:
+        time_training_pass(tiny, "bf16", batch_size=1, seq_len=8, repeats=1)
+        assert seen == {torch.bfloat16}
+        seen.clear()
+        time_training_pass(tiny, "fp32", batch_size=1, seq_len=8, repeats=1)
+        assert seen == {torch.float32}
+    finally:
+        hook.remove()
+
+
+def test_explicit_settings_win_and_bad_ones_are_named(tiny):
+    assert choose_precision(tiny, False).precision == "fp32"
+    assert choose_precision(tiny, True).precision == "bf16"
+    assert choose_precision(tiny, "bf16").reason == "as set"
+    with pytest.raises(PrecisionError, match="fp16 autocast is for CUDA"):
+        choose_precision(tiny, "fp16")
+    with pytest.raises(PrecisionError, match="'auto', 'fp32', 'bf16' or 'fp16'"):
+        choose_precision(tiny, "half")
+
+
+@pytest.mark.parametrize("capability, expected", [((7, 5), "fp16"), ((7, 0), "fp16"), ((8, 0), "bf16"),
+                                                  ((8, 9), "bf16"), ((9, 0), "bf16"), ((6, 1), "fp32")])
+def test_cuda_cards_get_what_they_compute_natively(monkeypatch, capability, expected):
+    """A T4 (7.5) reports bf16 as supported, but only emulates it: it gets fp16 autocast."""
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)   # what a T4 says
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: capability)
+    on_gpu = types.SimpleNamespace()
+    on_gpu.parameters = lambda: iter([types.SimpleNamespace(device=types.SimpleNamespace(type="cuda"))])
+    assert cuda_precision(capability) == expected
+    choice = choose_precision(on_gpu, "auto")
+    assert choice.precision == expected and choice.device == "cuda"
+    assert f"{capability[0]}.{capability[1]}" in choice.reason
+
+
+def test_gpu_recipe_weights_stay_fp32_and_one_step_moves_them(tiny):
+    """The gpu profile's lr with bf16 autocast: fp32 master weights take the update, bf16 weights lose most of it."""
+    lr = NOTEBOOK_PROFILES["01_grpo_walkthrough"]["gpu"]["learning_rate"]
+    assert next(tiny.parameters()).dtype == torch.float32   # what load_policy gives, whatever the precision
+
+    def share_changed(model) -> float:
+        layers = [p for p in model.model.layers.parameters() if p.dim() == 2]
+        before = [p.detach().clone() for p in layers]
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+        ids = torch.randint(0, 1000, (2, 32), generator=torch.Generator().manual_seed(0))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        changed = sum((p.detach() != b).sum().item() for p, b in zip(layers, before))
+        return changed / sum(b.numel() for b in before)
+
+    fp32_master = load_policy("tiny", device="cpu")
+    bf16_weights = load_policy("tiny", device="cpu").to(torch.bfloat16)
+    assert share_changed(fp32_master) > 0.9
+    assert share_changed(bf16_weights) < 0.2   # why the notebooks no longer load bf16 weights
+
+
+def test_load_policy_names_what_failed_and_what_to_set(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="Could not load the model 'nobody/no-such-model'.*set MODEL to one of tiny"):
+        load_policy("nobody/no-such-model")
+
+
+def test_a_finished_trainer_can_be_collected(tmp_path):
+    """`del trainer; free_memory()` really frees the trainer, its model and its optimizer (notebook 03 builds three)."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from helpers.models import resolve_model
+
+    model = load_policy("tiny", device="cpu")
+    config = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                        max_steps=1, per_device_train_batch_size=2, num_generations=2, max_completion_length=4,
+                        activation_checkpointing=False, disable_tqdm=True)
+    trainer = GRPOTrainer(model=model, args=config, processing_class=AutoTokenizer.from_pretrained(resolve_model("tiny")),
+                          reward_funcs=lambda completions, **kw: [float(len(c)) for c in completions],
+                          train_dataset=Dataset.from_dict({"prompt": ["hi"] * 4}))
+    trainer.train()
+    assert trainer.model.dtype == torch.float32
+    refs = [weakref.ref(trainer), weakref.ref(model), weakref.ref(trainer.optimizer)]
+    del trainer, model
+    free_memory()
+    assert [r() is None for r in refs] == [True, True, True]
