@@ -224,27 +224,75 @@ def _build_smollm2(out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def load_policy(name: str, *, device: str | None = None):
-    """The model a notebook trains: `name` resolved (see `resolve_model`), in fp32, on `device`.
+class LoRAError(ValueError):
+    """LoRA/QLoRA asked for where it cannot run; the message says what to set."""
 
-    fp32 weights in every precision: the trainer's bf16/fp16 is autocast over fp32 master weights
-    (TRL's own default). bf16 *weights* round small updates away: one AdamW step at lr 1e-6 changed
-    only a few percent of them (tests/test_precision.py). `device` None: CUDA when there is one, so the
-    evaluation before training runs where training will, not on the CPU of a GPU machine.
+
+def load_policy(name: str, *, device: str | None = None, lora: bool | str = False, lora_rank: int = 16):
+    """The model a notebook trains: `name` resolved (see `resolve_model`), on `device`, optionally with LoRA.
+
+    Full fine-tuning keeps fp32 weights in every precision: the trainer's bf16/fp16 is autocast over fp32
+    master weights (TRL's own default); bf16 *weights* round small updates away (one AdamW step at lr 1e-6
+    changed only a few percent of them, tests/test_precision.py). `device` None: CUDA when there is one, so
+    the evaluation before training runs where training will, not on the CPU of a GPU machine.
+
+    `lora=True` trains rank-`lora_rank` adapters on every linear layer instead (peft): on CUDA the frozen base
+    is kept in the card's 16-bit type, the adapters in fp32. `lora="qlora"` loads the base in 4 bits (CUDA and
+    bitsandbytes only). A folder that holds a saved adapter (adapter_config.json) loads as base + adapter.
     """
     import torch
     from transformers import AutoModelForCausalLM
 
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = resolve_model(name)
+    adapter = Path(path).is_dir() and (Path(path) / "adapter_config.json").exists()
+    if lora == "qlora" and device != "cuda":
+        raise LoRAError("LORA='qlora' loads the base model in 4 bits with bitsandbytes, which needs a CUDA GPU; "
+                        "on CPU use LORA=True (or False).")
+    kwargs = {"dtype": torch.float32}
+    if (lora or adapter) and device == "cuda":
+        from helpers.precision import cuda_precision
+
+        native = cuda_precision(torch.cuda.get_device_capability())
+        kwargs["dtype"] = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(native, torch.float32)
+    if lora == "qlora":
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise LoRAError("LORA='qlora' needs bitsandbytes: pip install bitsandbytes (or use LORA=True).")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=kwargs["dtype"])
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        if adapter:
+            from peft import AutoPeftModelForCausalLM
+
+            model = AutoPeftModelForCausalLM.from_pretrained(path, is_trainable=True, **kwargs)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as exc:
         raise ModelError(
             f"Could not load the model {name!r}: {str(exc).splitlines()[0]} A Hub id needs a network (and, for "
             f"gated models, `huggingface-cli login`); offline, set MODEL to one of {', '.join(MODEL_NAMES)} or a "
             f"local folder.") from exc
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return model.to(device)
+    if lora and not adapter:
+        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+        if lora == "qlora":
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        model = get_peft_model(model, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
+                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+    return model if lora == "qlora" else model.to(device)
+
+
+def save_policy(model, tokenizer, folder, *, merged: bool = False) -> Path:
+    """Save what was trained: the LoRA adapter (small; `load_policy(folder)` puts it back on its base), or
+    with `merged=True` a plain model with the adapter folded into its weights (loads without peft)."""
+    folder = Path(folder)
+    if merged and hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 def free_memory() -> None:
@@ -270,7 +318,7 @@ def freeze_lower_layers(model, n_layers: int) -> int:
     and learned as much per step (notebook 02). SmolLM2 ties its output layer to the embeddings, so that
     layer is frozen too. Returns the number of parameters left trainable.
     """
-    if n_layers == 0:   # nothing to freeze: any architecture will do
+    if n_layers == 0 or hasattr(model, "peft_config"):   # nothing to freeze, or LoRA: the base is frozen already
         return trainable_parameters(model)
     layers = getattr(getattr(model, "model", None), "layers", None)
     if layers is None:
@@ -293,6 +341,9 @@ def trainable_parameters(model) -> int:
 def describe_trainable(model, n_frozen_layers: int) -> str:
     """One line for a notebook's output: how much of `model` trains after `freeze_lower_layers`."""
     total = sum(p.numel() for p in model.parameters())
+    if hasattr(model, "peft_config"):
+        return (f"training {trainable_parameters(model) / 1e6:.1f} M LoRA parameters; the {total / 1e6:.1f} M "
+                f"of the base model stay frozen")
     if not n_frozen_layers:
         return f"training every parameter ({total / 1e6:.1f} M)"
     trainable = trainable_parameters(model)

@@ -1,0 +1,124 @@
+"""helpers.hardware and LoRA: the gpu recipe follows the card, the memory estimate matches real peaks on CPU,
+and a LoRA run trains, saves and loads back on CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.hardware import (GPU, KNOWN_SHAPES, WillNotFitError, check_fits, estimate_memory, gpu_recipe,
+                              lora_parameters, model_shape)
+from helpers.models import LoRAError, load_policy, save_policy
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+T4, L4, A100 = GPU("Tesla T4", 14.7, (7, 5)), GPU("NVIDIA L4", 22.0, (8, 9)), GPU("NVIDIA A100-SXM4-40GB", 39.4, (8, 0))
+
+
+def test_the_gpu_recipe_follows_the_card_class():
+    assert gpu_recipe(T4) == {"model": "Qwen/Qwen3-0.6B", "lora": True}
+    assert gpu_recipe(L4) == {"model": "Qwen/Qwen3-1.7B", "lora": True}
+    assert gpu_recipe(A100) == {} and gpu_recipe(None) == {}
+
+
+def test_what_each_card_class_gets_fits_it_and_the_full_recipe_does_not_fit_a_t4():
+    """Notebook 01's gpu shape: micro-batch of 4 rollouts x (~350 prompt + 256 completion tokens)."""
+    tokens = dict(train_tokens=4 * 606, generate_tokens=4 * 606, activation_checkpointing=True, device="cuda")
+    full = estimate_memory(KNOWN_SHAPES["Qwen/Qwen3-1.7B"], precision="bf16", **tokens)
+    check_fits(full, A100.memory_gib, hint="")
+    with pytest.raises(WillNotFitError, match=r"needs about 3\d\.\d GiB.*14\.7 GiB.*set LORA=True"):
+        check_fits(full, T4.memory_gib, hint="set LORA=True or MODEL='Qwen/Qwen3-0.6B'.")
+    for gpu in (T4, L4):
+        recipe = gpu_recipe(gpu)
+        small = estimate_memory(KNOWN_SHAPES[recipe["model"]], lora=recipe["lora"],
+                                precision="fp16" if gpu is T4 else "bf16", **tokens)
+        check_fits(small, gpu.memory_gib, hint="")
+        assert small.parts["optimizer (AdamW)"] < 0.2   # only the adapters have optimizer state
+
+
+def test_lora_parameter_count_matches_peft():
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from helpers.models import resolve_model
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(resolve_model("tiny")),
+                           LoraConfig(r=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    assert lora_parameters(model_shape("tiny"), 16) == sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+MEASURE = textwrap.dedent("""
+    import json, os, resource, sys
+    import torch
+    from helpers.models import load_policy
+    name, batch, seq, lora = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+    page = os.sysconf("SC_PAGE_SIZE")
+    base = int(open("/proc/self/statm").read().split()[1]) * page
+    model = load_policy(name, device="cpu", lora=lora)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    ids = torch.randint(0, 1000, (batch, seq))
+    model.train()
+    for _ in range(2):
+        model(input_ids=ids, labels=ids).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"peak_gib": (peak - base) / 2**30}))
+""")
+
+
+@pytest.mark.parametrize("name, batch, seq, lora", [("tiny", 4, 128, False), ("smollm2-135m", 2, 128, False)])
+def test_the_estimate_matches_a_measured_peak_on_cpu(name, batch, seq, lora):
+    """Two real AdamW steps in a fresh process; its peak memory above the interpreter's, against the estimate."""
+    proc = subprocess.run([sys.executable, "-c", MEASURE, name, str(batch), str(seq), str(int(lora))],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])["peak_gib"]
+    estimate = estimate_memory(model_shape(name), train_tokens=batch * seq, lora=lora).total
+    assert 0.8 <= estimate / measured <= 1.6, (estimate, measured)
+
+
+def test_lora_trains_saves_and_loads_back_on_cpu(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from helpers.models import resolve_model
+
+    model = load_policy("tiny", device="cpu", lora=True)
+    trainable = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    assert sum(p.numel() for p in trainable.values()) < 0.01 * sum(p.numel() for p in frozen.values())
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    ids = torch.randint(0, 1000, (2, 16), generator=torch.Generator().manual_seed(0))
+    for _ in range(3):
+        model(input_ids=ids, labels=ids).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    after = dict(model.named_parameters())
+    assert any(not torch.equal(after[n], p) for n, p in trainable.items() if "lora_B" in n)   # B starts at 0
+    assert all(torch.equal(after[n], p) for n, p in frozen.items())
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny"))
+
+    adapter = save_policy(model, tokenizer, tmp_path / "adapter")
+    assert (adapter / "adapter_config.json").exists() and not (adapter / "model.safetensors").exists()
+    reloaded = load_policy(str(adapter), device="cpu").eval()
+    with torch.no_grad():
+        assert torch.allclose(reloaded(input_ids=ids).logits, logits, atol=1e-5)
+
+    merged = save_policy(reloaded, tokenizer, tmp_path / "merged", merged=True)
+    plain = AutoModelForCausalLM.from_pretrained(merged).eval()   # no peft needed
+    with torch.no_grad():
+        assert torch.allclose(plain(input_ids=ids).logits, logits, atol=1e-4)
+
+
+def test_qlora_needs_cuda():
+    with pytest.raises(LoRAError, match="needs a CUDA GPU"):
+        load_policy("tiny", device="cpu", lora="qlora")
