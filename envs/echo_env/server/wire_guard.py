@@ -2,7 +2,7 @@
 
 The same file is shipped inside every environment package of this repository
 (``<package>/server/wire_guard.py``), so each package still deploys on its own (a Space gets one
-package folder); tests/test_upstream_contract_wire.py keeps the copies identical. What it adds,
+package folder); tests/test_contract_echo.py keeps the copies identical. What it adds,
 as ASGI middleware in front of OpenEnv's `create_app` (``app.add_middleware(WebSocketGuard)``):
 
 - A frame that is not one JSON object (a binary frame, a JSON list/number/string/null, JSON nested
