@@ -16,6 +16,7 @@ from typing import Any, Dict, Literal, Optional
 
 from openenv.core.env_server.types import Action, Observation
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 REWARD_PER_CHARACTER = 0.1
 
@@ -42,13 +43,15 @@ class EchoAction(Action):
     @model_validator(mode="after")
     def _one_shape(self) -> "EchoAction":
         if self.type is None and self.message is None:
-            raise ValueError('send {"message": "..."} (or the MCP form {"type": "call_tool", '
-                             '"tool_name": "echo_message", "arguments": {"message": "..."}})')
+            # PydanticCustomError, not ValueError: OpenEnv sends e.errors() as JSON, and a
+            # ValueError in its ctx cannot be serialised (the session would close).
+            raise PydanticCustomError("echo_action", 'send {"message": "..."} (or the MCP form {"type": '
+                                      '"call_tool", "tool_name": "echo_message", "arguments": {"message": "..."}})')
         if self.type == "call_tool" and not self.tool_name:
-            raise ValueError('{"type": "call_tool"} needs "tool_name", e.g. "echo_message"')
+            raise PydanticCustomError("echo_action", '{"type": "call_tool"} needs "tool_name", e.g. "echo_message"')
         message = self.arguments.get("message")
         if isinstance(message, str) and len(message) > MAX_MESSAGE_CHARS:
-            raise ValueError(f"arguments.message should have at most {MAX_MESSAGE_CHARS} characters")
+            raise PydanticCustomError("echo_action", f"arguments.message should have at most {MAX_MESSAGE_CHARS} characters")
         return self
 
 
