@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -200,6 +201,42 @@ class LocalServer:
     def __repr__(self) -> str:
         state = f"running at {self.base_url}" if self.is_running() else "stopped"
         return f"<LocalServer {self.name} {state}, log {self.log_path}>"
+
+
+def check_sessions(base_url: str, n: int, timeout: float = 10.0) -> None:
+    """Open `n` WebSocket sessions on an OpenEnv server at once; raise if it refuses any.
+
+    A training run opens one session per concurrent rollout; a server that caps sessions lower
+    (upstream's reasoning_gym Space is hard-coded to 1) would stop training midway. Call this
+    first: it fails in seconds with what to do instead.
+    """
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    url = base_url.rstrip("/").replace("https://", "wss://").replace("http://", "ws://") + "/ws"
+    refusal, opened = None, 0
+    try:
+        with contextlib.ExitStack() as stack:
+            for opened in range(1, n + 1):
+                ws = stack.enter_context(connect(url, open_timeout=timeout, close_timeout=1))
+                with contextlib.suppress(ConnectionClosed):  # a refusal may close before we send
+                    ws.send(json.dumps({"type": "state"}))
+                try:
+                    reply = json.loads(ws.recv(timeout=timeout))
+                except ConnectionClosed as exc:
+                    reply = {"type": "error", "data": {"code": "CLOSED", "message": str(exc)}}
+                if reply.get("type") == "error":
+                    refusal = reply.get("data") or {}
+                    break
+    except (OSError, TimeoutError) as exc:
+        raise ServerError(f"Cannot open WebSocket sessions on {url}: {exc}") from exc
+    if refusal is not None:
+        raise ServerError(
+            f"The server at {base_url} refused session {opened} of the {n} this run opens at once "
+            f"({refusal.get('code')}: {refusal.get('message')}). Training would stop midway. Deploy your "
+            f"own copy with more sessions (our envs/ package reads MAX_CONCURRENT_ENVS; upstream's "
+            f"reasoning_gym_env hard-codes max_concurrent_envs=1 in server/app.py: raise it to {n}), "
+            f"or lower the number of concurrent rollouts.")
 
 
 def server_or_url(base_url: str | None, app: str, **server_kwargs) -> tuple[str, LocalServer | None]:

@@ -178,7 +178,19 @@ def run_collect(cmd: list[str], output_dir: str | os.PathLike, *, n_episodes: in
     match = _SUMMARY.search(output)
     if match:
         summary.collected, summary.skipped, summary.dropped, summary.failed = map(int, match.groups())
+    check_collected(summary, log_path)
     return summary
+
+
+def check_collected(summary: CollectSummary, log_path: str | os.PathLike = "collect.log") -> None:
+    """Raise when a collection produced nothing: `openenv collect` exits 0 even when every episode
+    failed (e.g. a server whose replies the client cannot read), and training on nothing is worse."""
+    to_collect = summary.requested - summary.skipped
+    if to_collect > 0 and summary.collected == 0:
+        raise RuntimeError(
+            f"openenv collect collected 0 of {to_collect} episodes ({summary.failed} failed, "
+            f"{summary.dropped} dropped): check the environment server and the teacher; the CLI's "
+            f"own words are in {log_path}:\n{summary.output[-2000:]}")
 
 
 def load_results(output_dir: str | os.PathLike) -> list[dict]:

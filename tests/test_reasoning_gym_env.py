@@ -54,7 +54,8 @@ def test_full_episode_async(rg_server):
                                      seed=123, size=1000)
             question = result.observation.question
             assert question.startswith("State the final answer") and not result.done
-            assert result.reward is None and result.observation.correct_answer is None
+            assert result.reward == 0.0 and result.observation.score is None  # 0.0 after reset, as upstream
+            assert result.observation.correct_answer is None
             state = await env.state()
             assert isinstance(state, ReasoningGymState)
             assert (state.dataset_name, state.seed, state.size, state.question_index) == (
@@ -397,3 +398,72 @@ def test_server_log_has_no_tracebacks(rg_server):
     log = rg_server.log_path.read_text(errors="replace")
     assert "Traceback" not in log, log[-3000:]
     assert not re.search(r"connection (open|closed)", log)
+
+
+# -- composite datasets (upstream's `dataset_specs`) and bounds on hostile input ----------------
+
+
+def test_composite_dataset_specs_mix_datasets_as_upstream(rg_server):
+    specs = [{"name": "chain_sum", "weight": 1, "config": SEED_CONFIG}, {"name": "leg_counting"}]
+    from reasoning_gym.composite import DatasetSpec
+
+    local = reasoning_gym.create_dataset("composite", seed=5, size=6, datasets=[
+        DatasetSpec(name="chain_sum", weight=1, config=SEED_CONFIG), DatasetSpec(name="leg_counting", weight=1, config={})])
+    with ReasoningGymEnv(base_url=rg_server.base_url).sync() as env:
+        served = [env.reset(dataset_name="composite", dataset_specs=specs, seed=5, size=6).observation.question]
+        served += [env.reset().observation.question for _ in range(5)]
+        assert served == [local[i]["question"] for i in range(6)]
+        assert env.state().dataset_specs == specs
+        result = env.step(ReasoningGymAction(answer=str(local[5]["answer"])))
+        assert result.reward == 1.0
+        assert result.observation.dataset_metadata["source_dataset"] in ("chain_sum", "leg_counting")
+        with pytest.raises(RuntimeError, match='composite.*needs dataset_specs'):
+            env.reset(dataset_name="composite", seed=1, size=5)
+        with pytest.raises(RuntimeError, match=r"dataset_specs\[1\]: Unknown reasoning_gym dataset_name 'nope'"):
+            env.reset(dataset_name="composite", dataset_specs=[{"name": "chain_sum"}, {"name": "nope"}], seed=1, size=5)
+        with pytest.raises(RuntimeError, match=r"Unknown dataset_config key.*'leg_counting': foo"):
+            env.reset(dataset_name="composite", dataset_specs=[{"name": "leg_counting", "config": {"foo": 1}}],
+                      seed=1, size=5)
+
+
+@pytest.mark.parametrize("reset, limit", [
+    ({"dataset_name": "chain_sum", "dataset_config": {"min_terms": 200_000, "max_terms": 200_000}},
+     "MAX_CONFIG_INT"),
+    ({"dataset_name": "chain_sum", "dataset_config": {"min_terms": 90_000, "max_terms": 90_000}},
+     "MAX_QUESTION_CHARS"),
+    ({"dataset_name": "chain_sum", "size": 10**15}, "MAX_DATASET_SIZE"),
+    ({"dataset_name": "composite", "dataset_specs": [{"name": "chain_sum"}] * 51}, "limit is 50"),
+], ids=["200k-terms", "huge-question", "size-1e15", "too-many-parts"])
+def test_resets_over_the_servers_bounds_are_refused_naming_the_limit(rg_server, reset, limit):
+    with ReasoningGymEnv(base_url=rg_server.base_url).sync() as env:
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match=limit):
+            env.reset(seed=1, **{"size": 10, **reset})
+        assert time.monotonic() - start < 5
+        assert env.step(ReasoningGymAction(answer="1")).observation.error is not None  # nothing built
+        result = env.reset(dataset_name="chain_sum", dataset_config=SEED_CONFIG, seed=1, size=10)
+        assert env.step(ReasoningGymAction(answer=solve_chain_sum(result.observation.question))).reward == 1.0
+
+
+def test_an_answer_over_the_limit_is_a_validation_error_naming_it(rg_server):
+    """A 16 MB answer used to be scored (and a Wordle guess kept in every later reply); now any
+    answer over MAX_ANSWER_CHARS is refused before it reaches the environment."""
+    from websockets.asyncio.client import connect
+
+    from reasoning_gym_env.models import MAX_ANSWER_CHARS
+
+    async def scenario():
+        url = rg_server.base_url.replace("http://", "ws://") + "/ws"
+        async with connect(url, max_size=None) as ws:
+            await ws.send(json.dumps({"type": "reset", "data": {"dataset_name": "chain_sum",
+                                                                 "dataset_config": SEED_CONFIG, "seed": 1, "size": 10}}))
+            question = json.loads(await ws.recv())["data"]["observation"]["question"]
+            await ws.send(json.dumps({"type": "step", "data": {"answer": "7" * (MAX_ANSWER_CHARS + 1)}}))
+            refusal = json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "step", "data": {"answer": solve_chain_sum(question)}}))
+            return refusal, json.loads(await ws.recv())
+
+    refusal, scored = run(scenario())
+    assert refusal["data"]["code"] == "VALIDATION_ERROR", refusal
+    assert f"at most {MAX_ANSWER_CHARS} characters" in json.dumps(refusal), refusal
+    assert scored["data"]["reward"] == 1.0  # the session went on

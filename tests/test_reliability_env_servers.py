@@ -233,31 +233,52 @@ def test_an_action_of_several_megabytes_is_answered(served):
     run(scenario())
 
 
-# -- frames that end the session (and only the session) --------------------------------------
+# -- frames that are not messages -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("frame", [
     "[1, 2, 3]", "42", "null", '"reset"', "[" * 100_000 + "]" * 100_000, b"\x00\x01binary",
 ], ids=["json-array", "json-number", "json-null", "json-string", "deep-nesting", "binary-frame"])
-def test_frames_that_are_not_messages_end_only_that_session(served, frame):
+def test_frames_that_are_not_messages_get_an_error_saying_what_to_send(served, frame):
+    """OpenEnv 0.10.0 closed the session with SESSION_ERROR 'text' (binary) or "'list' object has
+    no attribute 'get'"; our servers' WebSocketGuard answers INVALID_JSON naming what to send, and
+    the session goes on."""
     spec, server = served
 
     async def scenario():
         async with connect(ws_url(server), close_timeout=2) as ws:
             await ask(ws, {"type": "reset", "data": spec.reset_data})
-            await ws.send(frame)
-            # OpenEnv answers a frame that is not a JSON object with an error and closes the session.
+            reply = await ask(ws, frame)
+            assert reply["type"] == "error" and reply["data"]["code"] == "INVALID_JSON", reply
+            message = reply["data"]["message"]
+            assert "Send one JSON object per text frame" in message and '"type": "step"' in message, message
+            await play_correct_episode(ws, spec)  # the same session still plays
+
+    run(scenario())
+
+
+def test_clients_that_vanish_mid_request_cost_one_log_line_each(served):
+    """50 clients that send a request and reset the TCP connection before the reply: OpenEnv
+    0.10.0 logged an ~80-line traceback for each (4,100 lines); now one line per client at most."""
+    spec, server = served
+    before = server.log_path.read_text(errors="replace").splitlines()
+
+    async def scenario():
+        for _ in range(50):
+            ws = await connect(ws_url(server), open_timeout=REPLY_TIMEOUT)
             try:
-                reply = json.loads(await asyncio.wait_for(ws.recv(), REPLY_TIMEOUT))
-                assert reply["type"] == "error" and reply["data"]["code"] == "SESSION_ERROR", reply
-                await asyncio.wait_for(ws.recv(), REPLY_TIMEOUT)
-            except ConnectionClosed:
+                await ws.send(json.dumps({"type": "reset", "data": spec.reset_data}))
+            except ConnectionClosed:  # refused at capacity: slots of aborted clients free shortly
                 pass
-            else:
-                pytest.fail("the session went on after a frame that is not a message")
+            ws.transport.abort()
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(1.0)
         await server_still_plays(spec, server)
 
     run(scenario())
+    new = server.log_path.read_text(errors="replace").splitlines()[len(before):]
+    assert "Traceback (most recent call last):" not in "\n".join(new), "\n".join(new)[-3000:]
+    assert len(new) <= 50, f"{len(new)} log lines for 50 dropped clients:\n" + "\n".join(new[:20])
 
 
 def test_a_frame_over_the_size_limit_closes_that_connection(served):
@@ -367,19 +388,10 @@ def test_sessions_beyond_the_cap_are_refused_at_once(served):
     run(scenario())
 
 
-# OpenEnv 0.10.0 logs an 80-line "Exception in ASGI application" when a client vanishes with a
-# request in flight: sending the reply fails, then sending the error frame about that fails too.
-# Harmless (the session is cleaned up), but noisy; the churn test above triggers it ~500 times.
-KNOWN_UPSTREAM_TRACEBACK_END = 'Cannot call "send" once a close message has been sent.'
-
-
 def unexpected_tracebacks(log: str) -> list[str]:
-    """Tracebacks in a uvicorn log, minus OpenEnv's known vanished-client one."""
-    blocks = log.split("ERROR:    Exception in ASGI application")[1:]
-    found = [b for b in blocks if KNOWN_UPSTREAM_TRACEBACK_END not in b.strip().splitlines()[-1]]
-    if "Traceback" in log.split("ERROR:    Exception in ASGI application")[0]:
-        found.append(log.split("ERROR:    Exception in ASGI application")[0])
-    return found
+    """Tracebacks in a uvicorn log. OpenEnv 0.10.0 logged one per client that vanished with a
+    request in flight; WebSocketGuard turns those into one WARNING line, so none is expected."""
+    return [block for block in log.split("Traceback (most recent call last):")[1:]]
 
 
 def test_server_log_has_no_unexpected_tracebacks(served):

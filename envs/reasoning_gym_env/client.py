@@ -27,7 +27,7 @@ back reconnects by itself (as a new session: serve your dataset again).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
@@ -91,6 +91,7 @@ class ReasoningGymEnv(EnvClient[ReasoningGymAction, ReasoningGymObservation, Rea
         dataset_config: Optional[Dict[str, Any]] = None,
         seed: Optional[int] = None,
         size: Optional[int] = None,
+        dataset_specs: Optional[List[Dict[str, Any]]] = None,
         **kwargs: Any,
     ) -> Any:
         """Start an episode: build a dataset (any dataset argument given) or serve the next question.
@@ -100,6 +101,8 @@ class ReasoningGymEnv(EnvClient[ReasoningGymAction, ReasoningGymObservation, Rea
             dataset_config: its config, e.g. {"min_terms": 2, "max_terms": 3}.
             seed: dataset seed (same seed, same questions).
             size: number of questions before the sequence wraps around.
+            dataset_specs: with dataset_name="composite", the parts to mix, e.g.
+                [{"name": "chain_sum", "weight": 2, "config": {...}}, {"name": "leg_counting"}].
             **kwargs: passed on (e.g. episode_id).
 
         Returns:
@@ -111,6 +114,7 @@ class ReasoningGymEnv(EnvClient[ReasoningGymAction, ReasoningGymObservation, Rea
                 dataset_config=dataset_config,
                 seed=seed,
                 size=size,
+                dataset_specs=dataset_specs,
                 **kwargs,
             )
         )
@@ -125,6 +129,8 @@ class ReasoningGymEnv(EnvClient[ReasoningGymAction, ReasoningGymObservation, Rea
         return {"answer": action.answer}
 
     def _parse_result(self, payload: Dict[str, Any]) -> StepResult[ReasoningGymObservation]:
+        # Upstream servers send null for any field they have nothing for (`question` after a
+        # step, `dataset_metadata` when empty) and no `error`: every field here is optional.
         obs_data = payload.get("observation") or {}
         observation = ReasoningGymObservation(
             **{k: obs_data[k] for k in _OBSERVATION_FIELDS if k in obs_data},

@@ -6,8 +6,11 @@ Space), so code written against it runs unchanged here:
 - `ReasoningGymAction(answer: str)`: the agent's answer to the current question. Numbers are
   accepted and turned into strings (a model often emits `7` rather than `"7"` in a tool call).
 - `ReasoningGymObservation`: `question`, `score`, `correct_answer`, `dataset_metadata`, plus
-  `done` / `reward` from the OpenEnv base class. `error` is our addition (None unless the step
-  could not be scored, e.g. a step before any reset or after the episode ended).
+  `done` / `reward` from the OpenEnv base class. Every field but `done` may be null, as upstream
+  (upstream sends `question: null` after a step; ours repeats the question). `error` is our
+  addition, optional both ways (None unless the step could not be scored, e.g. a step before any
+  reset or after the episode ended). The reward after reset is 0.0, as upstream.
+- An answer longer than `MAX_ANSWER_CHARS` is refused (VALIDATION_ERROR naming the limit).
 - `ReasoningGymState`: what `client.state()` returns: the dataset spec being served and the index
   of the current question.
 
@@ -17,16 +20,20 @@ travels as typed fields.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field, field_validator
 
 
+#: Longest answer a server takes: reasoning_gym answers are short; megabytes are an attack.
+MAX_ANSWER_CHARS = 10_000
+
+
 class ReasoningGymAction(Action):
     """The answer to the current question (one action ends the episode)."""
 
-    answer: str = Field(..., description="The agent's final answer, as text.")
+    answer: str = Field(..., max_length=MAX_ANSWER_CHARS, description="The agent's final answer, as text.")
 
     @field_validator("answer", mode="before")
     @classmethod
@@ -40,7 +47,9 @@ class ReasoningGymAction(Action):
 class ReasoningGymObservation(Observation):
     """A question (after reset) or its grading (after step)."""
 
-    question: str = Field(default="", description="The current question.")
+    question: Optional[str] = Field(
+        default=None, description="The current question (upstream sends null after a step)."
+    )
     score: Optional[float] = Field(
         default=None, description="Score of the submitted answer in [0, 1]; None before a step."
     )
@@ -61,6 +70,9 @@ class ReasoningGymState(State):
 
     dataset_name: Optional[str] = Field(default=None, description="reasoning_gym dataset name.")
     dataset_config: Dict[str, Any] = Field(default_factory=dict, description="Its config.")
+    dataset_specs: Optional[List[Dict[str, Any]]] = Field(
+        default=None, description="The parts of a 'composite' dataset (name, weight, config)."
+    )
     seed: Optional[int] = Field(default=None, description="Dataset seed.")
     size: Optional[int] = Field(default=None, description="Dataset size (questions per cycle).")
     question_index: Optional[int] = Field(
@@ -69,4 +81,4 @@ class ReasoningGymState(State):
     done: bool = Field(default=False, description="Whether the current question was answered.")
 
 
-__all__ = ["ReasoningGymAction", "ReasoningGymObservation", "ReasoningGymState"]
+__all__ = ["MAX_ANSWER_CHARS", "ReasoningGymAction", "ReasoningGymObservation", "ReasoningGymState"]

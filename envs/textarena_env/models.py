@@ -29,10 +29,15 @@ class TextArenaMessage(BaseModel):
     )
 
 
+#: Longest move a server takes: the transcript keeps every move and each reply carries it, so a
+#: 16 MB guess would make every later reply 16 MB.
+MAX_MESSAGE_CHARS = 2_000
+
+
 class TextArenaAction(Action):
     """What the player says; for Wordle a guess in square brackets, e.g. "[crane]"."""
 
-    message: str = Field(..., description="The player's move as text.")
+    message: str = Field(..., max_length=MAX_MESSAGE_CHARS, description="The player's move as text.")
 
 
 class TextArenaObservation(Observation):
@@ -67,4 +72,4 @@ class TextArenaState(State):
     last_reward: float = Field(default=0.0, description="Reward of the last step.")
 
 
-__all__ = ["TextArenaAction", "TextArenaMessage", "TextArenaObservation", "TextArenaState"]
+__all__ = ["MAX_MESSAGE_CHARS", "TextArenaAction", "TextArenaMessage", "TextArenaObservation", "TextArenaState"]

@@ -18,6 +18,7 @@ from openenv.core.env_server.http_server import create_app
 
 from ..models import CodeAction, CodeObservation
 from .environment import CodeFeedbackEnvironment, limits_from_env
+from .wire_guard import WebSocketGuard
 
 DEFAULT_MAX_CONCURRENT_ENVS = 16
 
@@ -44,6 +45,7 @@ app = create_app(
     env_name="code_feedback_env",
     max_concurrent_envs=max_concurrent_envs_from_env(),
 )
+app.add_middleware(WebSocketGuard)  # clear errors for non-object frames; one log line per dropped client
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from openenv.core.env_server.http_server import create_app
 
 from ..models import EchoAction, EchoObservation
 from .environment import EchoEnvironment
+from .wire_guard import WebSocketGuard
 
 DEFAULT_MAX_CONCURRENT_ENVS = 64
 
@@ -41,6 +42,7 @@ app = create_app(
     env_name="echo_env",
     max_concurrent_envs=max_concurrent_envs_from_env(),
 )
+app.add_middleware(WebSocketGuard)  # clear errors for non-object frames; one log line per dropped client
 
 
 def main() -> None:

@@ -5,7 +5,11 @@ It is an `MCPEnvironment`, so one class serves two views of the same thing:
 - the Gym-style view: `reset()`, then `step(EchoAction(message=...))` returns an
   `EchoObservation` with `echoed_message`, `message_length` and `reward = 0.1 * len(message)`;
 - the MCP view: tools `echo_message(message)` and `echo_with_length(message)`, listed and called
-  over the server's `/mcp` endpoint (what an MCP-speaking agent or `EchoMCPEnv` uses).
+  over the server's `/mcp` endpoint (what an MCP-speaking agent or `EchoMCPEnv` uses), and over
+  `/ws` as steps `{"type": "call_tool", "tool_name": ..., "arguments": {...}}` / `{"type":
+  "list_tools"}`: what upstream OpenEnv's MCP-only echo_env takes, so upstream's client
+  (`MCPToolClient`) works here too. A tool call that echoes a message carries the same reward as
+  the plain step (upstream's server gives tool calls no reward).
 """
 
 from __future__ import annotations
@@ -15,17 +19,12 @@ from typing import Any, Optional
 
 from fastmcp import FastMCP
 from openenv.core.env_server.mcp_environment import MCPEnvironment
-from openenv.core.env_server.types import State
+from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
+from openenv.core.env_server.types import Action, Observation, State
 
-from ..models import EchoAction, EchoObservation
+from ..models import REWARD_PER_CHARACTER, EchoAction, EchoObservation, length_reward  # noqa: F401
 
 READY_MESSAGE = "Echo environment ready!"
-REWARD_PER_CHARACTER = 0.1
-
-
-def length_reward(message: str) -> float:
-    """The echo reward: 0.1 per character (upstream's rule; longer messages earn more)."""
-    return round(REWARD_PER_CHARACTER * len(message), 6)
 
 
 class EchoEnvironment(MCPEnvironment):
@@ -62,6 +61,36 @@ class EchoEnvironment(MCPEnvironment):
     ) -> EchoObservation:
         self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
         return EchoObservation(echoed_message=READY_MESSAGE, message_length=0, reward=0.0)
+
+    @staticmethod
+    def _as_mcp(action: Any) -> Any:
+        """Our EchoAction in its MCP form -> OpenEnv's ListToolsAction / CallToolAction."""
+        if isinstance(action, EchoAction) and action.type == "list_tools":
+            return ListToolsAction()
+        if isinstance(action, EchoAction) and action.type == "call_tool":
+            return CallToolAction(tool_name=action.tool_name, arguments=dict(action.arguments))
+        return action
+
+    @staticmethod
+    def _rewarded(action: Any, observation: Observation) -> Observation:
+        message = action.arguments.get("message") if isinstance(action, CallToolAction) else None
+        if isinstance(message, str) and getattr(observation, "error", None) is None:
+            observation.reward = length_reward(message)
+        return observation
+
+    def step(self, action: Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Observation:
+        action = self._as_mcp(action)
+        if isinstance(action, (CallToolAction, ListToolsAction)):
+            self._state.step_count += 1
+        return self._rewarded(action, super().step(action, timeout_s=timeout_s, **kwargs))
+
+    async def step_async(self, action: Action, timeout_s: Optional[float] = None,
+                         **kwargs: Any) -> Observation:
+        action = self._as_mcp(action)
+        if isinstance(action, (CallToolAction, ListToolsAction)):
+            self._state.step_count += 1
+        observation = await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        return self._rewarded(action, observation)
 
     def _step_impl(
         self, action: Any, timeout_s: Optional[float] = None, **kwargs: Any

@@ -21,6 +21,7 @@ from openenv.core.env_server.http_server import create_app
 
 from ..models import ReasoningGymAction, ReasoningGymObservation, ReasoningGymState
 from .environment import DatasetError, ReasoningGymEnvironment
+from .wire_guard import WebSocketGuard
 
 DEFAULT_MAX_CONCURRENT_ENVS = 64
 
@@ -61,6 +62,7 @@ app = create_app(
     max_concurrent_envs=max_concurrent_envs_from_env(),
     state_cls=ReasoningGymState,
 )
+app.add_middleware(WebSocketGuard)  # clear errors for non-object frames; one log line per dropped client
 
 
 @app.exception_handler(DatasetError)

@@ -14,6 +14,14 @@ Semantics (the ones the seed tutorials rely on):
 - When the very first reset of a session names no dataset, the session serves the default:
   ``chain_sum`` with the seeds' config ``{min_terms: 2, max_terms: 3, min_digits: 2,
   max_digits: 2}``, seed 0, size 1000 (`DEFAULT_DATASET`).
+- ``reset(dataset_name="composite", dataset_specs=[{"name": "chain_sum", "weight": 2,
+  "config": {...}}, {"name": "leg_counting"}], seed=, size=)`` mixes datasets, as upstream does
+  (each part checked like a plain dataset; ``weight`` defaults to 1, ``config`` to ``{}``).
+- Bounds (hostile or mistaken input): ``size`` <= ``MAX_DATASET_SIZE``, integer config values
+  <= ``MAX_CONFIG_INT`` in absolute value, a question of at most ``MAX_QUESTION_CHARS``
+  characters, at most ``MAX_COMPOSITE_PARTS`` parts; a reset over a bound is a DatasetError
+  naming the limit.
+- The reward after reset is 0.0 (as upstream; the observation's ``score`` stays None).
 - ``step(ReasoningGymAction(answer=...))`` scores the answer with the dataset's
   ``score_answer``, reveals ``correct_answer`` and ``dataset_metadata``, and ends the episode:
   ``done=True``, ``reward=score``.
@@ -50,6 +58,13 @@ DEFAULT_DATASET: Dict[str, Any] = {
     "seed": 0,
     "size": 1000,
 }
+
+
+#: Bounds on what one reset may ask a server to build (each error names the one it hit).
+MAX_DATASET_SIZE = 1_000_000
+MAX_CONFIG_INT = 100_000
+MAX_QUESTION_CHARS = 50_000
+MAX_COMPOSITE_PARTS = 50
 
 
 class DatasetError(ValueError):
@@ -95,10 +110,54 @@ def _as_int(name: str, value: Any, minimum: Optional[int] = None) -> int:
     return value
 
 
-def build_dataset(name: Any, config: Dict[str, Any], seed: int, size: int):
-    """`reasoning_gym.create_dataset` with error messages that say what is valid."""
-    if not isinstance(name, str) or name not in DATASETS:
-        raise DatasetError(_unknown_dataset_message(name))
+def _check_config_values(name: str, config: Dict[str, Any]) -> None:
+    """Integer values (also inside lists) at most MAX_CONFIG_INT: 200,000 chain_sum terms is work."""
+    for key, value in config.items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, (int, float)) and not isinstance(item, bool) and abs(item) > MAX_CONFIG_INT:
+                raise DatasetError(
+                    f"dataset_config[{key!r}] = {item!r} for {name!r} is over this server's limit "
+                    f"of {MAX_CONFIG_INT:,} (MAX_CONFIG_INT): ask for smaller questions."
+                )
+
+
+def _parse_specs(specs: Any) -> list:
+    """``dataset_specs`` of a composite dataset -> reasoning_gym DatasetSpecs, each part checked."""
+    from reasoning_gym.composite import DatasetSpec
+
+    if isinstance(specs, str):
+        try:
+            specs = json.loads(specs)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"dataset_specs is not valid JSON: {exc}") from exc
+    if not isinstance(specs, list) or not specs:
+        raise DatasetError(
+            'dataset_name="composite" needs dataset_specs, a non-empty list such as '
+            '[{"name": "chain_sum", "weight": 1, "config": {}}, {"name": "leg_counting"}].'
+        )
+    if len(specs) > MAX_COMPOSITE_PARTS:
+        raise DatasetError(f"dataset_specs has {len(specs)} parts; the limit is {MAX_COMPOSITE_PARTS}.")
+    parts = []
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, dict) or "name" not in spec:
+            raise DatasetError(f"dataset_specs[{i}] must be an object with a 'name', got {spec!r}.")
+        unknown = sorted(set(spec) - {"name", "weight", "config"})
+        if unknown:
+            raise DatasetError(f"dataset_specs[{i}] has unknown key(s) {unknown}; valid: name, weight, config.")
+        name, weight, config = spec["name"], spec.get("weight", 1), spec.get("config") or {}
+        if name == "composite" or not isinstance(name, str) or name not in DATASETS:
+            raise DatasetError(f"dataset_specs[{i}]: " + _unknown_dataset_message(name))
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+            raise DatasetError(f"dataset_specs[{i}]['weight'] must be a positive number, got {weight!r}.")
+        if not isinstance(config, dict):
+            raise DatasetError(f"dataset_specs[{i}]['config'] must be an object, got {config!r}.")
+        _check_config_keys(name, config)
+        _check_config_values(name, config)
+        parts.append(DatasetSpec(name=name, weight=weight, config=dict(config)))
+    return parts
+
+
+def _check_config_keys(name: str, config: Dict[str, Any]) -> None:
     misplaced = sorted(k for k in config if k in ("seed", "size"))
     if misplaced:
         raise DatasetError(
@@ -111,6 +170,25 @@ def build_dataset(name: Any, config: Dict[str, Any], seed: int, size: int):
             f"Unknown dataset_config key(s) for {name!r}: {', '.join(unknown)}. "
             f"Valid keys: {', '.join(valid)}"
         )
+
+
+def build_dataset(name: Any, config: Dict[str, Any], seed: int, size: int, specs: Any = None):
+    """`reasoning_gym.create_dataset` with error messages that say what is valid."""
+    if size > MAX_DATASET_SIZE:
+        raise DatasetError(f"size={size:,} is over this server's limit of {MAX_DATASET_SIZE:,} "
+                           "(MAX_DATASET_SIZE); the questions repeat after `size` anyway.")
+    if name == "composite":
+        parts = _parse_specs(specs)
+        try:
+            return reasoning_gym.create_dataset("composite", seed=seed, size=size, datasets=parts)
+        except (AssertionError, TypeError, ValueError, KeyError) as exc:
+            raise DatasetError(f"Invalid dataset_specs: {str(exc) or type(exc).__name__}") from exc
+    if specs is not None:
+        raise DatasetError('dataset_specs only applies to dataset_name="composite".')
+    if not isinstance(name, str) or name not in DATASETS:
+        raise DatasetError(_unknown_dataset_message(name))
+    _check_config_keys(name, config)
+    _check_config_values(name, config)
     try:
         return reasoning_gym.create_dataset(name, seed=seed, size=size, **config)
     except (AssertionError, TypeError, ValueError) as exc:
@@ -143,24 +221,31 @@ class ReasoningGymEnvironment(
         dataset_name: Optional[str] = None,
         dataset_config: Optional[Dict[str, Any]] = None,
         size: Optional[int] = None,
+        dataset_specs: Optional[list] = None,
         **kwargs: Any,
     ) -> ReasoningGymObservation:
         if kwargs:
             raise DatasetError(
                 f"Unknown reset argument(s): {', '.join(sorted(kwargs))}. "
-                "Valid: dataset_name, dataset_config, seed, size, episode_id."
+                "Valid: dataset_name, dataset_config, dataset_specs, seed, size, episode_id."
             )
-        rebuild = any(v is not None for v in (dataset_name, dataset_config, seed, size))
+        rebuild = any(v is not None for v in (dataset_name, dataset_config, dataset_specs, seed, size))
         if rebuild or self._dataset is None:
-            spec = self._resolve_spec(dataset_name, dataset_config, seed, size)
+            spec = self._resolve_spec(dataset_name, dataset_config, seed, size, dataset_specs)
             dataset = build_dataset(
-                spec["dataset_name"], spec["dataset_config"], spec["seed"], spec["size"]
+                spec["dataset_name"], spec["dataset_config"], spec["seed"], spec["size"],
+                spec["dataset_specs"],
             )
             index = 0
         else:
             spec, dataset = self._spec, self._dataset
             index = (self._index + 1) % spec["size"]
         entry = dataset[index]
+        if len(str(entry["question"])) > MAX_QUESTION_CHARS:
+            raise DatasetError(
+                f"This config builds questions of {len(str(entry['question'])):,} characters, over "
+                f"this server's limit of {MAX_QUESTION_CHARS:,} (MAX_QUESTION_CHARS): ask for smaller ones."
+            )
         # Only now commit: a bad reset leaves the session serving its previous dataset.
         self._spec, self._dataset, self._index, self._entry = spec, dataset, index, entry
         self._done = False
@@ -169,15 +254,17 @@ class ReasoningGymEnvironment(
             step_count=0,
             dataset_name=self._spec["dataset_name"],
             dataset_config=dict(self._spec["dataset_config"]),
+            dataset_specs=self._spec["dataset_specs"],
             seed=self._spec["seed"],
             size=self._spec["size"],
             question_index=self._index,
             done=False,
         )
-        return ReasoningGymObservation(question=str(self._entry["question"]), done=False, reward=None)
+        # reward 0.0 after reset, as upstream (no answer yet; `score` stays None)
+        return ReasoningGymObservation(question=str(self._entry["question"]), done=False, reward=0.0)
 
-    def _resolve_spec(self, dataset_name, dataset_config, seed, size) -> Dict[str, Any]:
-        base = self._spec or DEFAULT_DATASET
+    def _resolve_spec(self, dataset_name, dataset_config, seed, size, dataset_specs=None) -> Dict[str, Any]:
+        base = self._spec or {**DEFAULT_DATASET, "dataset_specs": None}
         if dataset_config is not None:
             if isinstance(dataset_config, str):  # e.g. straight from a --dataset-config flag
                 try:
@@ -198,6 +285,8 @@ class ReasoningGymEnvironment(
             "dataset_config": config,
             "seed": _as_int("seed", seed) if seed is not None else base["seed"],
             "size": _as_int("size", size, minimum=1) if size is not None else base["size"],
+            "dataset_specs": dataset_specs if dataset_specs is not None
+            else (base["dataset_specs"] if dataset_name is None else None),
         }
 
     # -- step --------------------------------------------------------------------------------
@@ -257,6 +346,9 @@ class ReasoningGymEnvironment(
 
 __all__ = [
     "DEFAULT_DATASET",
+    "MAX_CONFIG_INT",
+    "MAX_DATASET_SIZE",
+    "MAX_QUESTION_CHARS",
     "DatasetError",
     "ReasoningGymEnvironment",
     "build_dataset",

@@ -17,6 +17,7 @@ from openenv.core.env_server.http_server import create_app
 
 from ..models import TextArenaAction, TextArenaObservation, TextArenaState
 from .environment import TextArenaEnvironment, env_id_from_env, template_game
+from .wire_guard import WebSocketGuard
 
 DEFAULT_MAX_CONCURRENT_ENVS = 64
 
@@ -50,6 +51,7 @@ app = create_app(
     max_concurrent_envs=max_concurrent_envs_from_env(),
     state_cls=TextArenaState,
 )
+app.add_middleware(WebSocketGuard)  # clear errors for non-object frames; one log line per dropped client
 
 
 def main() -> None:
