@@ -170,3 +170,33 @@ def check_fits(estimate: MemoryEstimate, available_gib: float, *, hint: str) -> 
         raise WillNotFitError(
             f"This run needs about {estimate.total:.1f} GiB but the device has {available_gib:.1f} GiB "
             f"({usable:.1f} usable); the largest part is {largest} ({estimate.parts[largest]:.1f} GiB). {hint}")
+
+
+def check_memory(model: str, *, lora: bool | str, train_tokens: int, generate_tokens: int = 0,
+                 activation_checkpointing: bool = False, vllm_fraction: float = 0.0) -> MemoryEstimate:
+    """Print the estimate for training `model` here (GPU memory on CUDA, RAM on CPU) and stop early if it will not fit.
+
+    Called before the model is loaded, so a run that cannot fit fails in seconds with what to set, not after a
+    download and an out-of-memory error halfway through the first step.
+    """
+    from helpers.precision import cuda_precision
+
+    gpu = detect_gpu()
+    if gpu:
+        device, available, precision = "cuda", gpu.memory_gib, cuda_precision(gpu.capability)
+        where = f"{gpu.name} ({gpu.memory_gib:.0f} GiB, card class {card_class(gpu.memory_gib)})"
+    else:
+        import psutil
+
+        device, available, precision = "cpu", psutil.virtual_memory().total / GIB, "fp32"
+        where = f"CPU ({available:.0f} GiB RAM)"
+    estimate = estimate_memory(model_shape(model), train_tokens=train_tokens, generate_tokens=generate_tokens,
+                               lora=lora, precision=precision, device=device,
+                               activation_checkpointing=activation_checkpointing,
+                               vllm_gib=vllm_fraction * available if gpu else 0.0)
+    print(f"{model}{' + LoRA' if lora is True else ' + QLoRA' if lora == 'qlora' else ''} on {where}")
+    print(estimate)
+    smaller = "LORA=True" if not lora else "LORA='qlora'" if device == "cuda" and lora is True else "a smaller MODEL"
+    check_fits(estimate, available, hint=f"Set {smaller}, or lower the batch size or completion length "
+                                         f"(or turn activation checkpointing on).")
+    return estimate

@@ -34,21 +34,21 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "max_steps": 2, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                  "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 48, "freeze_layers": 0,
                  "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
-                 "activation_checkpointing": False, "precision": "auto", "logging_steps": 1, "log_completions": False,
+                 "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                  "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                 "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                 "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104, "freeze_layers": 12,
                 "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
-                "activation_checkpointing": False, "precision": "auto", "logging_steps": 1, "log_completions": False,
+                "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                 "eval_n": 100, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                 "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
                 "gradient_accumulation_steps": 4, "num_generations": 2, "max_completion_length": 256, "freeze_layers": 0,
                 "max_tool_calling_iterations": None, "temperature": 1.0, "top_entropy_quantile": 1.0, "warmup_steps": 10,
-                "activation_checkpointing": True, "precision": "auto", "logging_steps": 10, "log_completions": True,
+                "activation_checkpointing": True, "precision": "auto", "lora": False, "logging_steps": 10, "log_completions": True,
                 "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio"},
     },
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
@@ -58,17 +58,17 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "num_tasks": 16, "max_steps": 2,
                  "batch_size": 4, "num_generations": 2, "max_completion_length": 48,
                  "max_tool_calling_iterations": 2, "learning_rate": 1e-5, "eval_tasks": 6,
-                 "eval_max_new_tokens": 48, "shared_system_prompt": True, "precision": "auto",
+                 "eval_max_new_tokens": 48, "shared_system_prompt": True, "precision": "auto", "lora": False,
                  "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "num_tasks": 256, "max_steps": 30,
                 "batch_size": 8, "num_generations": 4, "max_completion_length": 128,
                 "max_tool_calling_iterations": 3, "learning_rate": 5e-6, "eval_tasks": 30,
-                "eval_max_new_tokens": 128, "shared_system_prompt": True, "precision": "auto",
+                "eval_max_new_tokens": 128, "shared_system_prompt": True, "precision": "auto", "lora": False,
                 "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "num_tasks": 512, "max_steps": 200,
                 "batch_size": 8, "num_generations": 8, "max_completion_length": 512,
                 "max_tool_calling_iterations": 6, "learning_rate": 1e-6, "eval_tasks": 100,
-                "eval_max_new_tokens": 256, "shared_system_prompt": True, "precision": "auto",
+                "eval_max_new_tokens": 256, "shared_system_prompt": True, "precision": "auto", "lora": False,
                 "report_to": "trackio"},
     },
     # 03: echo warm-up, then multi-turn Wordle with a rollout_func, then the environment_factory version.
@@ -80,19 +80,19 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "num_generations": 2, "max_turns": 3, "max_completion_length": 8, "learning_rate": 1e-5,
                  "temperature": 1.0, "top_k": 10, "factory_steps": 1, "factory_max_completion_length": 32,
                  "enable_thinking": None, "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
-                 "precision": "auto", "report_to": "trackio"},
+                 "precision": "auto", "lora": False, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "echo_model": "smollm2-135m", "echo_steps": 2,
                 "echo_max_completion_length": 32, "max_steps": 8, "per_device_train_batch_size": 8,
                 "gradient_accumulation_steps": 1, "num_generations": 4, "max_turns": 6,
                 "max_completion_length": 12, "learning_rate": 3e-5, "temperature": 0.8, "top_k": 10,
                 "factory_steps": 2, "factory_max_completion_length": 64, "enable_thinking": None,
-                "use_vllm": False, "vllm_mode": "colocate", "seed": 0, "precision": "auto", "report_to": "trackio"},
+                "use_vllm": False, "vllm_mode": "colocate", "seed": 0, "precision": "auto", "lora": False, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "echo_model": "Qwen/Qwen2.5-0.5B-Instruct", "echo_steps": 20,
                 "echo_max_completion_length": 256, "max_steps": 90, "per_device_train_batch_size": 1,
                 "gradient_accumulation_steps": 64, "num_generations": 2, "max_turns": 6,
                 "max_completion_length": 8, "learning_rate": 5e-6, "temperature": 0.8, "top_k": 10,
                 "factory_steps": 10, "factory_max_completion_length": 256, "enable_thinking": False,
-                "use_vllm": True, "vllm_mode": "colocate", "seed": 0, "precision": "auto", "report_to": "trackio"},
+                "use_vllm": True, "vllm_mode": "colocate", "seed": 0, "precision": "auto", "lora": False, "report_to": "trackio"},
     },
     # 02: teacher rollouts with `openenv collect` -> reward filter -> SFT (assistant-only loss) -> eval.
     # teacher "local" = helpers.teacher (offline stand-in); "openai" = gpt-5-mini when OPENAI_API_KEY is set.
@@ -106,21 +106,21 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "teacher_mistake_rate": 0.2, "teacher_no_tool_rate": 0.05, "teacher_shows_work": True,
                  "num_train_epochs": 1,
                  "batch_size": 4, "gradient_accumulation_steps": 1, "learning_rate": 1e-4, "warmup_steps": 0,
-                 "precision": "auto", "activation_checkpointing": False, "freeze_layers": 1, "train_minutes": None,
+                 "precision": "auto", "lora": False, "activation_checkpointing": False, "freeze_layers": 1, "train_minutes": None,
                  "eval_n": 8, "eval_max_new_tokens": 32, "logging_steps": 1, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                 "n_episodes": 320, "teacher": "local", "teacher_model": "chain-sum-teacher",
                 "teacher_mistake_rate": 0.1, "teacher_no_tool_rate": 0.0, "teacher_shows_work": True,
                 "num_train_epochs": 1,
                 "batch_size": 8, "gradient_accumulation_steps": 1, "learning_rate": 1e-4, "warmup_steps": 2,
-                "precision": "auto", "activation_checkpointing": False, "freeze_layers": 12, "train_minutes": None,
+                "precision": "auto", "lora": False, "activation_checkpointing": False, "freeze_layers": 12, "train_minutes": None,
                 "eval_n": 100, "eval_max_new_tokens": 128, "logging_steps": 2, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                 "n_episodes": 300, "teacher": "openai", "teacher_model": "gpt-5-mini",
                 "teacher_mistake_rate": 0.1, "teacher_no_tool_rate": 0.0, "teacher_shows_work": False,
                 "num_train_epochs": 3,
                 "batch_size": 4, "gradient_accumulation_steps": 2, "learning_rate": 2e-5, "warmup_steps": 10,
-                "precision": "auto", "activation_checkpointing": True, "freeze_layers": 0, "train_minutes": None,
+                "precision": "auto", "lora": False, "activation_checkpointing": True, "freeze_layers": 0, "train_minutes": None,
                 "eval_n": 50, "eval_max_new_tokens": 64, "logging_steps": 5, "report_to": "trackio"},
     },
     # 00: OpenEnv quick start; GRPO on the code feedback env (environment_factory, run_code tool).
@@ -129,15 +129,15 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
         "tiny": {"model": "tiny-toolcall", "max_steps": 2, "per_device_train_batch_size": 2,
                  "num_generations": 2, "max_completion_length": 48, "max_tool_calling_iterations": 2,
                  "learning_rate": 1e-5, "sandbox_wall_timeout_s": 2.0, "enable_thinking": None,
-                 "use_vllm": False, "precision": "auto", "report_to": "trackio"},
+                 "use_vllm": False, "precision": "auto", "lora": False, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "max_steps": 4, "per_device_train_batch_size": 4,
                 "num_generations": 2, "max_completion_length": 128, "max_tool_calling_iterations": 2,
                 "learning_rate": 5e-6, "sandbox_wall_timeout_s": 5.0, "enable_thinking": None,
-                "use_vllm": False, "precision": "auto", "report_to": "trackio"},
+                "use_vllm": False, "precision": "auto", "lora": False, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "max_steps": 100, "per_device_train_batch_size": 8,
                 "num_generations": 4, "max_completion_length": 512, "max_tool_calling_iterations": 3,
                 "learning_rate": 1e-6, "sandbox_wall_timeout_s": 5.0, "enable_thinking": False,
-                "use_vllm": True, "precision": "auto", "report_to": "trackio"},
+                "use_vllm": True, "precision": "auto", "lora": False, "report_to": "trackio"},
     },
     "harness_smoke": {
         "tiny": {"dataset_name": "chain_sum", "episodes": 3},
@@ -180,8 +180,14 @@ def pick_profile(profile: str | None) -> str:
     return profile
 
 
-def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool = False, **explicit) -> Settings:
-    """The profile's defaults for `notebook`, with every explicit non-None knob on top; printed."""
+def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool = False, gpu="detect",
+                     **explicit) -> Settings:
+    """The profile's defaults for `notebook`, with every explicit non-None knob on top; printed.
+
+    The gpu profile follows the card (`helpers.hardware.gpu_recipe`): on a 16 or 24 GB card it takes a smaller
+    model and/or LoRA so the run fits; MODEL/LORA set explicitly still win. `gpu`: the card to plan for
+    (default: the one detected; tests pass a `helpers.hardware.GPU`).
+    """
     if notebook not in NOTEBOOK_PROFILES:
         raise ProfileError(f"No profiles for notebook {notebook!r}; known: {', '.join(NOTEBOOK_PROFILES)}")
     name = pick_profile(profile)
@@ -190,9 +196,18 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     if unknown:
         raise ProfileError(f"Unknown setting(s) {unknown} for {notebook}; known: {', '.join(defaults)}")
     overridden = {k: v for k, v in explicit.items() if v is not None}
-    settings = Settings(profile=name, **{**defaults, **overridden})
+    card = {}
+    if name == "gpu" and "lora" in defaults:
+        from helpers.hardware import card_class, detect_gpu, gpu_recipe
+
+        gpu = detect_gpu() if gpu == "detect" else gpu
+        card = {k: v for k, v in gpu_recipe(gpu).items() if k in defaults}
+    settings = Settings(profile=name, **{**defaults, **card, **overridden})
     if not quiet:
         how = "given" if profile else "picked by hardware"
         print(f"PROFILE = {name!r} ({how}); overridden: {', '.join(overridden) or 'nothing'}")
+        if card:
+            print(f"this {gpu.memory_gib:.0f} GiB card ({card_class(gpu.memory_gib)} class) sets: "
+                  + ", ".join(f"{k}={v!r}" for k, v in card.items()))
         settings.show()
     return settings

@@ -41,3 +41,18 @@ def test_warm_started_cpu_profiles_leave_room_for_the_checkpoints_working():
     nb04 = NOTEBOOK_PROFILES["04_openreward_spec"]["cpu"]
     assert nb04["warm_start"]
     assert nb04["max_completion_length"] >= needed and nb04["eval_max_new_tokens"] >= needed
+
+
+def test_the_gpu_profile_follows_the_card_and_explicit_knobs_still_win(capsys):
+    from helpers.hardware import GPU
+
+    t4, a100 = GPU("Tesla T4", 14.7, (7, 5)), GPU("NVIDIA A100-SXM4-40GB", 39.4, (8, 0))
+    on_t4 = resolve_settings("01_grpo_walkthrough", "gpu", gpu=t4)
+    assert (on_t4.model, on_t4.lora) == ("Qwen/Qwen3-0.6B", True)
+    assert "16gb class" in capsys.readouterr().out
+    mine = resolve_settings("01_grpo_walkthrough", "gpu", gpu=t4, model="Qwen/Qwen3-1.7B", quiet=True)
+    assert (mine.model, mine.lora) == ("Qwen/Qwen3-1.7B", True)
+    full = resolve_settings("01_grpo_walkthrough", "gpu", gpu=a100, quiet=True)
+    assert (full.model, full.lora) == (NOTEBOOK_PROFILES["01_grpo_walkthrough"]["gpu"]["model"], False)
+    cpu = resolve_settings("01_grpo_walkthrough", "cpu", gpu=t4, quiet=True)   # only the gpu profile follows the card
+    assert cpu.model == "smollm2-135m" and cpu.lora is False
