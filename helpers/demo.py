@@ -52,6 +52,8 @@ def _print_output(msg: dict, out=print) -> None:
                 out(f"    {line}")
     elif kind in ("display_data", "execute_result"):
         data = content.get("data", {})
+        if "application/vnd.jupyter.widget-view+json" in data:  # a live widget (tqdm's notebook bar): no text
+            return
         if "image/png" in data:
             out("    [plot: see the report]")
         elif "text/plain" in data and not data["text/plain"].startswith("<IPython.core.display"):

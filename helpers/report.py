@@ -72,19 +72,26 @@ _LOCAL_IFRAME = re.compile(r"<iframe[^>]+src=[\"']https?://(127\.0\.0\.1|localho
 def render_notebook(executed: Path, html_path: Path) -> Path:
     """The executed notebook as a standalone HTML page (nbconvert's lab template), code and outputs.
 
-    An output that embeds a page served by the kernel on 127.0.0.1 (trackio's dashboard) is replaced by a
-    line saying so: in a static page it is a 1000-pixel blank frame, and its URL carries the server's token.
+    Two kinds of output only work while the kernel runs, and read badly in a static page: a page served by
+    the kernel on 127.0.0.1 (trackio's dashboard: a 1000-pixel blank frame whose URL carries the server's
+    token) becomes a line saying so; a progress-bar widget (tqdm), which shows its first state, "0%", is left out.
     """
     import nbformat
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(str(executed), as_version=4)
     for cell in nb.cells:
-        for i, out in enumerate(cell.get("outputs", [])):
-            if _LOCAL_IFRAME.search("".join(out.get("data", {}).get("text/html", ""))):
-                cell.outputs[i] = nbformat.v4.new_output(
-                    "stream", name="stdout", text="[a live dashboard served by the kernel while it ran; "
-                                                  "`trackio show` opens the logged metrics]\n")
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if _LOCAL_IFRAME.search("".join(data.get("text/html", ""))):
+                out = nbformat.v4.new_output("stream", name="stdout", text="[a live dashboard served by the kernel "
+                                             "while it ran; `trackio show` opens the logged metrics]\n")
+            elif "application/vnd.jupyter.widget-view+json" in data and "%|" in "".join(data.get("text/plain", "")):
+                continue
+            kept.append(out)
+        if cell.cell_type == "code":
+            cell.outputs = kept
     quiet = logging.getLogger("helpers.report.nbconvert")  # nbconvert warns that plots have no alt text
     quiet.setLevel(logging.ERROR)
     body, _ = HTMLExporter(template_name="lab", log=quiet).from_notebook_node(nb)
@@ -122,9 +129,9 @@ def _section(name: str, executed: Path, seconds: float, error: str | None, out_d
     parts.append(eval_table(m))
     for png in sorted((runs / name).glob("*.png")):
         raw = png.read_bytes()
-        width = int.from_bytes(raw[16:20], "big")  # PNG header: a wide figure keeps its size and scrolls
-        style = f" style='width:{min(width, 1500)}px;max-width:none'" if width > 1100 else ""
-        parts.append(f"<figure><img alt='{png.stem}'{style} src='data:image/png;base64,{base64.b64encode(raw).decode()}'>"
+        wide = int.from_bytes(raw[16:20], "big") > 1100  # PNG header: a row of panels gets the window's width
+        parts.append(f"<figure{' class=wide' if wide else ''}><img alt='{png.stem}' "
+                     f"src='data:image/png;base64,{base64.b64encode(raw).decode()}'>"
                      f"<figcaption>{html.escape(png.name)}</figcaption></figure>")
     if not m:
         parts.append(f"<p>No metrics: {html.escape(str(m_path))} was not written.</p>")
@@ -136,7 +143,8 @@ h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2.5rem;border-bottom:1px sol
 .meta{color:#555}.note{background:#fff8e1;padding:.6rem .9rem;border-radius:4px}.error{color:#b00020}
 dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}dt{color:#555}dd{margin:0}
 table.eval{border-collapse:collapse;margin:1rem 0}table.eval td,table.eval th{border:1px solid #ccc;padding:.3rem .7rem;text-align:left}
-small{color:#666}figure{margin:1.2rem 0;overflow-x:auto}img{max-width:100%;border:1px solid #eee}figcaption{color:#777;font-size:.85rem}"""
+small{color:#666}figure{margin:1.2rem 0}
+figure.wide{width:min(96vw,1600px);position:relative;left:50%;transform:translateX(-50%)}figure.wide img{width:100%}img{max-width:100%;border:1px solid #eee}figcaption{color:#777;font-size:.85rem}"""
 
 
 def build_report(runs: list[tuple[str, Path, float, str | None]], *, profile: str, out_dir: Path | None = None) -> Path:

@@ -27,7 +27,9 @@ def log_line(logs: dict, step: int, max_steps: int, seconds_per_step: float | No
         return None
     line = f"[train] step {step}/{max_steps}  " + "  ".join(parts)
     if seconds_per_step:
-        line += f"  | {seconds_per_step:.2g} s/step, ~{_duration((max_steps - step) * seconds_per_step)} left"
+        line += f"  | {seconds_per_step:.2g} s/step"
+        if step < max_steps:
+            line += f", ~{_duration((max_steps - step) * seconds_per_step)} left"
     return line
 
 

@@ -66,6 +66,7 @@ def test_watched_run_streams_progress_and_the_report_holds_metrics_and_plots(tmp
     assert "without encryption" not in shown  # ipykernel's TCP warning: the kernel runs encrypted instead
     assert "is_gradient_checkpointing" not in shown and "Executing Cell" not in shown
     assert "[plot: see the report]" in captured.out and "IPython.core.display.HTML object" not in shown
+    assert "a tqdm bar" not in shown  # a progress widget: live only
 
     metrics = load_metrics("demo_smoke")
     report = build_report([("demo_smoke", executed, 65.0, None)], profile="tiny")
@@ -84,6 +85,7 @@ def test_watched_run_streams_progress_and_the_report_holds_metrics_and_plots(tmp
     assert "[train] step 3/3" in notebook_page and "Train a tiny model" in notebook_page
     # the local dashboard frame is replaced by a line: blank in a static page, and its URL carries a token
     assert '<iframe src="http://127.0.0.1' not in notebook_page and "trackio show" in notebook_page
+    assert "a tqdm bar:" not in notebook_page  # its widget's text is its first state, 0 %
     assert "write_token" in json.dumps(nbformat.read(executed, as_version=4).cells[-1].outputs)  # it was there
 
 
