@@ -18,6 +18,8 @@ from helpers.metrics import runs_dir
 from helpers.notebooks import NOTEBOOKS_DIR
 
 PIPELINE = ["02_sft_warmup", "01_grpo_walkthrough"]
+# Wall minutes measured on 2 idle cores (docs/measurements.md), announced before each notebook starts.
+TYPICAL_MINUTES = {("cpu", "02_sft_warmup"): 19, ("cpu", "01_grpo_walkthrough"): 29}
 
 # Run silently in the kernel before the first cell: the trainer log lines (helpers/trainer_log.py), and one
 # library deprecation notice that TRL triggers and a learner can do nothing about.
@@ -151,7 +153,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     runs = []  # (name, executed notebook, wall seconds, error or None): one section each in the report
     for n, name in enumerate(names, 1):
-        print(f"\n=== notebook {n}/{len(names)}: {name} (PROFILE={args.profile}) ===", flush=True)
+        typical = TYPICAL_MINUTES.get((args.profile, name))
+        print(f"\n=== notebook {n}/{len(names)}: {name} (PROFILE={args.profile}"
+              + (f", about {typical} min on 2 idle cores" if typical else "") + ") ===", flush=True)
         executed, started = out / f"{name}.ipynb", time.perf_counter()
         print("starting a Python kernel and importing transformers ...", flush=True)
         try:
