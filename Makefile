@@ -30,9 +30,11 @@ test: install
 test-fast: install
 	$(PY) -m pytest -q -m "not notebook" $(PYTEST_ARGS)
 
-# The main job offline on a laptop: SFT warm-up (02) then GRPO (01) on SmolLM2-135M, PROFILE=cpu.
+# The main job offline on a laptop: SFT warm-up (02) then GRPO (01) on SmolLM2-135M, PROFILE=cpu, with progress
+# as it runs and one HTML report at the end (runs/demo/report.html). `make demo DEMO_ARGS="--profile tiny"`: a dry run.
+DEMO_ARGS ?=
 demo: install
-	$(PY) -m helpers.demo
+	$(PY) -m helpers.demo $(DEMO_ARGS)
 
 bench: install
 	$(PY) -m benchmarks.run_all

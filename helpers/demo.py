@@ -1,41 +1,172 @@
-"""`make demo`: the main job offline on a laptop — SFT warm-up (02), then GRPO from it (01).
+"""`make demo`: the main job offline on a laptop — SFT warm-up (02), then GRPO from it (01) — that you can watch.
 
-Both notebooks run with papermill under PROFILE=cpu (SmolLM2-135M, local servers, local teacher);
-executed copies and metrics land in ./runs. Pass --profile tiny for a one-minute dry run.
+Both notebooks run with papermill under PROFILE=cpu (SmolLM2-135M, local servers, local teacher). While they
+run the terminal shows which section and cell is running with the elapsed time, what each cell prints, and one
+line per trainer log (step, loss, reward, time left). At the end one HTML page, runs/demo/report.html, holds
+each notebook's wall time, before/after table, plots and a link to the executed notebook rendered to HTML.
+`--profile tiny` is the quick dry run (tiny random models: it shows the machinery, not learning).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import re
 import time
+from pathlib import Path
 
 from helpers.metrics import runs_dir
-from helpers.notebooks import NOTEBOOKS_DIR, run_notebook
+from helpers.notebooks import NOTEBOOKS_DIR
 
 PIPELINE = ["02_sft_warmup", "01_grpo_walkthrough"]
+# Wall minutes measured on 2 idle cores (docs/measurements.md), announced before each notebook starts.
+TYPICAL_MINUTES = {("cpu", "02_sft_warmup"): 19, ("cpu", "01_grpo_walkthrough"): 29}
+
+# Run silently in the kernel before the first cell: the trainer log lines (helpers/trainer_log.py), and one
+# library deprecation notice that TRL triggers and a learner can do nothing about.
+KERNEL_SETUP = """
+from helpers.trainer_log import print_every_log
+print_every_log()
+import warnings
+warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*is deprecated", category=FutureWarning)
+"""
+
+_TQDM = re.compile(r"\d+%\|")  # a text progress bar redrawn in place: only its finished state is worth a line
+
+
+def section_titles(nb) -> list[str]:
+    """For each cell, the last markdown heading at or above it ("" before the first heading)."""
+    titles, current = [], ""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            headings = [line.lstrip("#").strip() for line in cell.source.splitlines() if re.match(r"#{1,6} ", line)]
+            current = headings[-1] if headings else current
+        titles.append(current)
+    return titles
+
+
+def _print_output(msg: dict, out=print) -> None:
+    """What a cell's output message looks like as terminal text (figures and HTML widgets named, not dumped)."""
+    kind, content = msg["msg_type"], msg["content"]
+    if kind == "stream":
+        for line in content["text"].splitlines():
+            line = line.rsplit("\r", 1)[-1].rstrip()
+            if line and (not _TQDM.search(line) or "100%|" in line):
+                out(f"    {line}")
+    elif kind in ("display_data", "execute_result"):
+        data = content.get("data", {})
+        if "application/vnd.jupyter.widget-view+json" in data:  # a live widget (tqdm's notebook bar): no text
+            return
+        if "image/png" in data:
+            out("    [plot: see the report]")
+        elif "text/plain" in data and not data["text/plain"].startswith("<IPython.core.display"):
+            for line in data["text/plain"].splitlines():
+                out(f"    {line}")
+    elif kind == "error":
+        out(f"    {content['ename']}: {content['evalue']}")
+
+
+def _kernel_config():
+    """Encrypt the kernel's local channels (CurveZMQ) where jupyter_client and the kernelspec support it.
+
+    ipykernel 7.4 warns "Kernel is running over TCP without encryption" at every start otherwise; jupyter_client
+    8.10's `transport_encryption="auto"` provisions the keys when the kernelspec declares `curve` support, which
+    ipykernel's does. Where it is not supported nothing changes.
+    """
+    import zmq
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport_encryption": "auto"}}) if zmq.has("curve") else Config()
+
+
+def _watched_engine() -> str:
+    """Register (once) and name a papermill engine that prints what runs as it runs."""
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.log import logger
+    from papermill.utils import remove_args
+
+    class WatchedClient(PapermillNotebookClient):
+        """papermill's client, announcing each code cell (section, elapsed time) and printing its output."""
+
+        def papermill_execute_cells(self):
+            reply = self.wait_for_reply(self.kc.execute(KERNEL_SETUP, silent=True, store_history=False))
+            if reply["content"]["status"] != "ok":
+                raise RuntimeError(f"demo kernel set-up failed: {reply['content'].get('evalue')}")
+            titles = section_titles(self.nb)
+            code = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
+            started = time.monotonic()
+            for index, cell in enumerate(self.nb.cells):  # papermill's loop, plus the header line
+                if cell.cell_type == "code":
+                    seconds = time.monotonic() - started
+                    title = f" | {titles[index]}" if titles[index] else ""
+                    print(f"[{seconds // 60:.0f}:{seconds % 60:02.0f}] cell {code.index(index) + 1}/{len(code)}{title}",
+                          flush=True)
+                try:
+                    self.nb_man.cell_start(cell, index)
+                    self.execute_cell(cell, index)
+                except CellExecutionError as exc:
+                    self.nb_man.cell_exception(self.nb.cells[index], cell_index=index, exception=exc)
+                    break
+                finally:
+                    self.nb_man.cell_complete(self.nb.cells[index], cell_index=index)
+
+        def process_message(self, msg, cell, cell_index):
+            _print_output(msg)
+            return super().process_message(msg, cell, cell_index)
+
+    class WatchedEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, start_timeout=60, execution_timeout=None, **kwargs):
+            kwargs = remove_args(["input_path", "timeout", "startup_timeout", "log_output"], **kwargs)
+            client = WatchedClient(nb_man, kernel_name=kernel_name, timeout=execution_timeout,
+                                   startup_timeout=start_timeout, log=logger, config=_kernel_config(), **kwargs)
+            return client.execute()
+
+    from nbclient.exceptions import CellExecutionError
+
+    papermill_engines.register("watched", WatchedEngine)
+    return "watched"
+
+
+def run_watched(source: str | Path, executed: str | Path, parameters: dict, *, cwd=None):
+    """Execute `source` into `executed` with papermill, printing progress as it goes; returns the notebook."""
+    import papermill
+
+    return papermill.execute_notebook(str(source), str(executed), parameters=parameters, engine_name=_watched_engine(),
+                               kernel_name="python3", progress_bar=False, cwd=str(cwd) if cwd else None,
+                               execution_timeout=None)  # training cells run for minutes: no per-cell limit
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    from helpers.report import build_report
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="cpu", choices=["tiny", "cpu", "gpu"])
     parser.add_argument("--notebooks", default=",".join(PIPELINE),
                         help=f"comma-separated, run in this order (default: {','.join(PIPELINE)})")
     args = parser.parse_args()
-    out = runs_dir() / "executed"
-    out.mkdir(parents=True, exist_ok=True)
-    for name in args.notebooks.split(","):
+    names = args.notebooks.split(",")
+    for name in names:
         if not (NOTEBOOKS_DIR / f"{name}.ipynb").exists():
             parser.error(f"no notebook {name!r} in {NOTEBOOKS_DIR}")
-        start = time.perf_counter()
-        print(f"== {name} (PROFILE={args.profile}) ...", flush=True)
-        run_notebook(NOTEBOOKS_DIR / f"{name}.ipynb", out / f"{name}.ipynb", {"PROFILE": args.profile},
-                     timeout=None, log_output=True)  # training cells run for minutes: no per-cell limit
-        metrics_path = runs_dir() / name / "metrics.json"
-        metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
-        print(f"   done in {time.perf_counter() - start:.0f} s; executed notebook: {out / (name + '.ipynb')}")
-        print("   metrics:", json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (list, dict))},
-                                        indent=None, default=str))
+    out = runs_dir() / "executed"
+    out.mkdir(parents=True, exist_ok=True)
+    runs = []  # (name, executed notebook, wall seconds, error or None): one section each in the report
+    for n, name in enumerate(names, 1):
+        typical = TYPICAL_MINUTES.get((args.profile, name))
+        print(f"\n=== notebook {n}/{len(names)}: {name} (PROFILE={args.profile}"
+              + (f", about {typical} min on 2 idle cores" if typical else "") + ") ===", flush=True)
+        executed, started = out / f"{name}.ipynb", time.perf_counter()
+        print("starting a Python kernel and importing transformers ...", flush=True)
+        try:
+            run_watched(NOTEBOOKS_DIR / f"{name}.ipynb", executed, {"PROFILE": args.profile})
+        except Exception as exc:  # the executed copy holds the traceback: report what ran, then fail
+            runs.append((name, executed, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"))
+            print(f"\n{name} failed; report of what ran: {build_report(runs, profile=args.profile)}")
+            raise
+        runs.append((name, executed, time.perf_counter() - started, None))
+        print(f"=== {name} done in {(time.perf_counter() - started) / 60:.1f} min ===", flush=True)
+    print(f"\nreport: {build_report(runs, profile=args.profile)}")
 
 
 if __name__ == "__main__":

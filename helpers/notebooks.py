@@ -53,22 +53,16 @@ def static_problems(path: str | os.PathLike, *, require_badge: bool = True) -> l
 
 
 def run_notebook(path: str | os.PathLike, output: str | os.PathLike, parameters: dict | None = None,
-                 *, cwd: str | os.PathLike | None = None, timeout: int = 1800, log_output: bool = False):
+                 *, cwd: str | os.PathLike | None = None, timeout: int = 1800):
     """Execute `path` with papermill into `output`, injecting `parameters`; returns the executed notebook.
 
-    `log_output=True` streams each cell's number and printed output as it runs (what `make demo` shows).
+    `make demo` runs notebooks with progress printed as they go: helpers.demo.run_watched.
     """
     import papermill
 
-    if log_output:
-        import logging
-
-        logging.basicConfig(level=logging.INFO, format="   %(message)s", force=True)
-        for noisy in ("traitlets", "asyncio", "httpx"):
-            logging.getLogger(noisy).setLevel(logging.ERROR)
     return papermill.execute_notebook(
         str(path), str(output), parameters=parameters or {}, cwd=str(cwd) if cwd else None,
-        kernel_name="python3", progress_bar=False, execution_timeout=timeout, log_output=log_output,
+        kernel_name="python3", progress_bar=False, execution_timeout=timeout,
     )
 
 

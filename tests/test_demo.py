@@ -1,0 +1,97 @@
+"""`make demo`: what it prints while a notebook runs, and the HTML report it writes.
+
+One real papermill run of tests/notebooks/demo_smoke.ipynb (a real transformers Trainer on a tiny model, ~25 s),
+watched like the demo watches notebooks 02 and 01, then the report built from what it recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.demo import _print_output, run_watched, section_titles
+from helpers.metrics import load_metrics
+from helpers.notebooks import write_notebook
+from helpers.report import build_report
+from helpers.trainer_log import log_line
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+def test_log_line_shows_step_loss_reward_and_time_left():
+    grpo = {"loss": 0.0123, "reward": 0.25, "reward_std": 0.5, "tools/call_frequency": 0.625, "grad_norm": 1.0}
+    assert log_line(grpo, 4, 36, 12.0) == ("[train] step 4/36  loss 0.0123  reward 0.25  reward std 0.5  "
+                                           "tool calls 0.625  | 12 s/step, ~6.4 min left")
+    assert log_line({"loss": 1.5, "mean_token_accuracy": 0.61}, 1, 5) == "[train] step 1/5  loss 1.5  token acc 0.61"
+    assert log_line({"train_runtime": 3.0, "total_flos": 1.0}, 5, 5) is None  # the end-of-training summary
+
+
+def test_section_titles_follow_the_headings(tmp_path):
+    path = write_notebook(tmp_path / "n.ipynb", [("code", "x = 1"), ("md", "# Title\n\ntext"), ("code", "y = 2"),
+                                                  ("md", "## A section\n### Its part"), ("code", "z = 3"),
+                                                  ("md", "no heading here"), ("code", "w = 4")])
+    assert section_titles(nbformat.read(path, as_version=4)) == ["", "Title", "Title", "Its part", "Its part",
+                                                                 "Its part", "Its part"]
+
+
+def test_outputs_print_as_terminal_text():
+    lines = []
+    stream = {"msg_type": "stream", "content": {"name": "stderr", "text": "\rbar:  10%|#  | 1/10\rbar: 100%|###| 10/10\n"
+                                                                      "done\n"}}
+    _print_output(stream, lines.append)
+    _print_output({"msg_type": "stream", "content": {"name": "stderr", "text": "\rbar:  50%|#  | 5/10"}}, lines.append)
+    _print_output({"msg_type": "display_data", "content": {"data": {"text/html": "<table>",
+                   "text/plain": "<IPython.core.display.HTML object>"}}}, lines.append)
+    _print_output({"msg_type": "display_data", "content": {"data": {"image/png": "...",
+                   "text/plain": "<Figure size 800x300 with 2 Axes>"}}}, lines.append)
+    assert lines == ["    bar: 100%|###| 10/10", "    done", "    [plot: see the report]"]
+
+
+@pytest.mark.notebook
+def test_watched_run_streams_progress_and_the_report_holds_metrics_and_plots(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path / "runs"))  # inherited by the kernel
+    executed = tmp_path / "demo_smoke.ipynb"
+    run_watched(TESTS_DIR / "notebooks" / "demo_smoke.ipynb", executed, {"PROFILE": "tiny", "STEPS": 3}, cwd=tmp_path)
+    captured = capfd.readouterr()  # the kernel's own stderr included
+    shown = captured.out + captured.err
+    assert re.search(r"^\[0:\d\d\] cell 3/4 \| Train a tiny model$", captured.out, re.MULTILINE)
+    assert re.search(r"^\[\d+:\d\d\] cell 4/4 \| Before and after$", captured.out, re.MULTILINE)
+    for step in (1, 2, 3):  # the trainer's log, one line per logging step, in the stream and in the notebook
+        assert re.search(rf"^    \[train\] step {step}/3  loss \d", captured.out, re.MULTILINE)
+    assert "activation checkpointing: False" in captured.out
+    assert "without encryption" not in shown  # ipykernel's TCP warning: the kernel runs encrypted instead
+    assert "is_gradient_checkpointing" not in shown and "Executing Cell" not in shown
+    assert "[plot: see the report]" in captured.out and "IPython.core.display.HTML object" not in shown
+    assert "a tqdm bar" not in shown  # a progress widget: live only
+
+    metrics = load_metrics("demo_smoke")
+    report = build_report([("demo_smoke", executed, 65.0, None)], profile="tiny")
+    assert report == tmp_path / "runs" / "demo" / "report.html"
+    page = report.read_text()
+    assert "Demo smoke notebook (tests only)" in page and "ran in 1.1 min" in page and "PROFILE=tiny" in page
+    assert f"{metrics['accuracy_before']:.0%} <small>[{metrics['accuracy_ci_before'][0]:.0%}" in page
+    assert f"{metrics['accuracy_after']:.0%} <small>[{metrics['accuracy_ci_after'][0]:.0%}" in page
+    low, high = metrics["accuracy_change_ci"]
+    assert f"<b>{metrics['accuracy_change'] * 100:+.1f} points</b> [{low * 100:+.1f}, {high * 100:+.1f}]" in page
+    assert "3 gained, 0 lost: an improvement" in page and "3 of 3" in page
+    assert page.count("data:image/png;base64,") == len(list((tmp_path / "runs" / "demo_smoke").glob("*.png"))) == 2
+    rendered = tmp_path / "runs" / "demo" / "demo_smoke.html"
+    assert "href='demo_smoke.html'" in page and rendered.exists()
+    notebook_page = rendered.read_text()
+    assert "[train] step 3/3" in notebook_page and "Train a tiny model" in notebook_page
+    # the local dashboard frame is replaced by a line: blank in a static page, and its URL carries a token
+    assert '<iframe src="http://127.0.0.1' not in notebook_page and "trackio show" in notebook_page
+    assert "a tqdm bar:" not in notebook_page  # its widget's text is its first state, 0 %
+    assert "write_token" in json.dumps(nbformat.read(executed, as_version=4).cells[-1].outputs)  # it was there
+
+
+def test_report_of_a_failed_run_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path / "runs"))
+    report = build_report([("missing_nb", tmp_path / "missing.ipynb", 3.0, "PapermillExecutionError: boom")],
+                          profile="cpu")
+    page = report.read_text()
+    assert "Failed: PapermillExecutionError: boom" in page and "was not written" in page and "PROFILE=tiny" not in page
