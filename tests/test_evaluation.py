@@ -79,3 +79,16 @@ def test_paired_change_compares_the_same_questions(rg_server, tiny_toolcall):
                             max_new_tokens=40, progress=False)
     with pytest.raises(ValueError, match="same seed"):
         paired_change(before, other)
+
+
+def test_one_tool_call_parser_for_both_evaluations():
+    from helpers.evaluation import parse_answer_call, parse_tool_calls
+
+    text = ('I add. <tool_call>\n{"name": "calculate", "arguments": "{\\"expression\\": \\"1+2\\"}"}\n</tool_call>'
+            '<tool_call>{"name": "answer", "arguments": {"answer": 3}}</tool_call><tool_call>{broken}</tool_call>')
+    assert parse_tool_calls(text) == [{"name": "calculate", "arguments": {"expression": "1+2"}},
+                                      {"name": "answer", "arguments": {"answer": 3}}]
+    assert parse_answer_call(text) is None   # the first call is not `answer`
+    assert parse_answer_call('<tool_call>{"name": "answer", "arguments": {"answer": -7}}</tool_call>') == "-7"
+    assert parse_answer_call('<tool_call>{"name": "answer", "arguments": {}}</tool_call>') is None
+    assert parse_answer_call("86") is None
