@@ -26,15 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from helpers.prompts import WORDLE_SYSTEM_PROMPT
 from helpers.rollouts import chat_prompt_ids, env_turn_ids, generate_rollout_completions, tokenizer_of
 
-SYSTEM_PROMPT = """You are an expert Wordle player. Reply with your guess only: one real five-letter English word \
-in square brackets.
-Example reply: [crane]
-Feedback after each guess: G = right letter, right spot; Y = in the word, wrong spot; X = not in the word. \
-Use it, and never repeat a guess."""
+SYSTEM_PROMPT = WORDLE_SYSTEM_PROMPT   # helpers.prompts holds every system prompt
 
-DATASET_PROMPT = "Play Wordle like an expert."  # the seed's prompt; each row of the dataset is one game
+DATASET_PROMPT = "Play Wordle like an expert."  # the original script's prompt; each row of the dataset is one game
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 _BRACKETED_WORD = re.compile(r"\[\s*([A-Za-z]{5})\s*\]")
