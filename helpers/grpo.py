@@ -85,6 +85,13 @@ def sample_group(model, tokenizer, messages: list[dict], *, n: int, tools=None, 
     return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "replies": replies}
 
 
+def same_question_share(served: list[str], group_size: int) -> float:
+    """Share of GRPO groups whose rollouts all answered one question, from the questions the environment
+    served in rollout order (each consecutive `group_size` resets are one group)."""
+    groups = [served[i:i + group_size] for i in range(0, len(served), group_size)]
+    return sum(len(set(g)) == 1 for g in groups) / max(len(groups), 1)
+
+
 def env_sessions_needed(config, *, extra: int = 1) -> int:
     """How many env-server sessions a GRPO run opens at once, plus `extra` (the evaluation's).
 

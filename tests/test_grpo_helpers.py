@@ -216,3 +216,11 @@ def test_sample_group_samples_n_replies_to_one_prompt():
     assert len(group["replies"]) == len(group["completion_ids"]) == 4 and group["prompt_ids"]
     assert all(0 < len(ids) <= 32 for ids in group["completion_ids"])
     assert all(r.startswith("<tool_call>") for r in group["replies"])   # tiny-toolcall learned the shape of a call
+
+
+def test_same_question_share_reads_groups_in_rollout_order():
+    from helpers.grpo import same_question_share
+
+    assert same_question_share(["a", "a", "b", "b"], 2) == 1.0
+    assert same_question_share(["a", "b", "b", "b"], 2) == 0.5
+    assert same_question_share([], 8) == 0.0
