@@ -170,7 +170,11 @@ def test_notebook_tiny(notebook_runner):
     assert metrics["episodes_kept"] + metrics["episodes_wrong"] == metrics["episodes_collected"]
     assert 1 <= metrics["episodes_kept"] < n
     assert metrics["length_p50"] <= metrics["length_p95"] <= metrics["length_p99"] < metrics["max_length"]
-    assert metrics["sft_steps"] >= 1 and metrics["sft_seconds"] > 0 and metrics["sft_loss_first"] > 0
+    assert metrics["kept_rewards"] and all(r == 1.0 for r in metrics["kept_rewards"])   # the filter kept reward 1 only
+    assert metrics["sft_steps"] >= 1 and metrics["sft_seconds"] > 0
+    # the student learns the teacher's rows: the loss falls from the first logged step to the last (seeded run)
+    losses = metrics["sft_losses"]
+    assert len(losses) >= 2 and metrics["sft_loss_last"] < metrics["sft_loss_first"], losses
     assert_before_after_metrics(metrics)
     # a step budget: every planned step ran, and the estimate after two steps was printed and recorded
     assert metrics["steps_run"] == metrics["sft_steps"] == metrics["steps_planned"] == metrics["sft_max_steps"]
