@@ -13,7 +13,7 @@ so the loss only pushes on tokens the model produced, while every guess is condi
 feedback before it. Games in one GRPO group (the `num_generations` copies of a prompt, which
 arrive next to each other) share a secret word, so their rewards are comparable.
 
-Reward streams (the seed's four), all in [0, 1], per game:
+Reward streams (the original TRL example's four), all in [0, 1], per game:
     correct     the environment's final reward: 1.0 for a win; after six guesses TextArena gives
                 partial credit (the last guess's letters in place, yellows counting half)
     greens      green letters in the last feedback / 5

@@ -27,7 +27,7 @@ def _config(tmp_path, **kw):
 
 
 def test_sessions_follow_the_generation_batch(tmp_path):
-    # the seed's config: 1 rollout per device x 4 accumulation steps = 4 sessions (+1 for evaluation)
+    # the gpu profile's config: 1 rollout per device x 4 accumulation steps = 4 sessions (+1 for evaluation)
     seed = _config(tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=4, num_generations=2)
     assert env_sessions_needed(seed) == 5
     assert env_sessions_needed(seed, extra=0) == 4
