@@ -35,8 +35,17 @@ def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, f
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+class Summarized:
+    """`summary()`: the dataclass's fields without the per-question `samples` (what metrics and plots use)."""
+
+    def summary(self) -> dict:
+        d = asdict(self)
+        d.pop("samples", None)
+        return d
+
+
 @dataclass
-class EvalResult:
+class EvalResult(Summarized):
     """Held-out results. `accuracy` is the environment's mean score, which is what GRPO's reward sees;
     reasoning_gym gives partial credit to an answer that contains the right one (2/3 for "-41" when the
     answer is 41), so `exact` (the share scored 1.0) is the strict "got it right" number."""
@@ -49,11 +58,6 @@ class EvalResult:
     exact: float = 0.0
     exact_ci: tuple[float, float] = (0.0, 0.0)
     samples: list[dict] = field(default_factory=list)
-
-    def summary(self) -> dict:
-        d = asdict(self)
-        d.pop("samples")
-        return d
 
     def __str__(self) -> str:
         return (f"n={self.n}  format compliance {self.format_compliance:.1%} "
@@ -101,26 +105,40 @@ def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> Pai
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
 
-def parse_answer_call(text: str) -> str | None:
-    """The `answer` argument of the first well-formed `answer` tool call in `text`, else None."""
-    match = _TOOL_CALL.search(text)
-    if not match:
-        return None
-    try:
-        call = json.loads(match.group(1))
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(call, dict) or call.get("name") != "answer":
-        return None
-    args = call.get("arguments")
-    if isinstance(args, str):  # some models emit the arguments as a JSON string
+def parse_tool_calls(text: str) -> list[dict]:
+    """Every well-formed `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` in `text`, as
+    {"name", "arguments"} dicts, the way TRL reads the Qwen3 format. The one parser of this project:
+    the reasoning_gym evaluation, the ORS evaluation and notebook 02's data checks all use it."""
+    calls = []
+    for match in _TOOL_CALL.finditer(text):
         try:
-            args = json.loads(args)
+            call = json.loads(match.group(1))
         except json.JSONDecodeError:
-            return None
-    if not isinstance(args, dict) or "answer" not in args:
+            continue
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            continue
+        args = call.get("arguments", {})
+        if isinstance(args, str):  # some models emit the arguments as a JSON string
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                continue
+        if isinstance(args, dict):
+            calls.append({"name": call["name"], "arguments": args})
+    return calls
+
+
+def strip_tool_calls(text: str) -> str:
+    """`text` without its `<tool_call>` blocks: what the model wrote around its calls."""
+    return _TOOL_CALL.sub("", text)
+
+
+def parse_answer_call(text: str) -> str | None:
+    """The `answer` argument of the first well-formed tool call in `text` when it is an `answer` call, else None."""
+    calls = parse_tool_calls(text)
+    if not calls or calls[0]["name"] != "answer" or "answer" not in calls[0]["arguments"]:
         return None
-    return str(args["answer"])
+    return str(calls[0]["arguments"]["answer"])
 
 
 def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools=None,

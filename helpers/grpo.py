@@ -1,26 +1,95 @@
-"""GRPO-specific helpers for notebook 01: env-server sizing, the reward delta, and its diagnosis.
+"""GRPO-specific helpers for notebook 01: one group's advantages, env-server sizing, the reward delta
+and its diagnosis.
 
+    group = group_advantages([1.0, 0.0, 0.0, 1.0])       # what GRPO does with one group's rewards
     sessions = env_sessions_needed(grpo_config)           # MAX_CONCURRENT_ENVS for the env server
-    delta = reward_delta(trainer.state.log_history)       # the seed's before/after training reward
+    delta = reward_delta(trainer.state.log_history)       # the training reward, first logs vs last logs
     print(diagnose(delta, tool_call_frequency=...).message)
+
+The reward delta and its diagnosis follow the original TRL/OpenEnv tutorial ("End-to-end OpenEnv
+walkthrough"), which reads the same two numbers from the training logs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.prompts import SYSTEM_PROMPT
+import math
 
 # Datasets the walkthrough names as drop-in swaps for chain_sum (any reasoning_gym name works).
 SUGGESTED_DATASETS = ("chain_sum", "simple_equations", "letter_counting", "propositional_logic")
 
-GENERIC_SYSTEM_PROMPT = """You are a careful reasoning assistant.
-You will be given a problem. Solve it and submit your final answer.
-Rules:
-1. Read the question carefully.
-2. Use the tool `answer` exactly once with your final answer.
-3. The answer must be only the final answer, with no explanation.
-"""
+
+@dataclass
+class GroupAdvantages:
+    """One GRPO group: the rewards of the rollouts that answered one prompt, and what GRPO makes of them."""
+
+    rewards: list[float]
+    mean: float
+    std: float
+    advantages: list[float]
+
+    def __str__(self) -> str:
+        rows = [f"  rollout {i}: reward {r:.2f}  advantage {a:+.2f}"
+                for i, (r, a) in enumerate(zip(self.rewards, self.advantages))]
+        return "\n".join(rows + [f"  group mean {self.mean:.3f}, std {self.std:.3f}"
+                                  + ("  -> every advantage is 0: this group teaches nothing" if self.std == 0 else "")])
+
+
+def group_advantages(rewards: list[float], *, scale_rewards: str = "group", eps: float = 1e-4) -> GroupAdvantages:
+    """The advantages GRPOTrainer (TRL 1.16, `_generate_and_score_completions`) gives one group's rollouts.
+
+    advantage = reward - group mean, divided by (group std + 1e-4) when `scale_rewards="group"`
+    (GRPOConfig's default; `"none"` skips the division). The std is the sample standard deviation
+    (Bessel's correction, as TRL's `nanstd`). A group whose rewards all agree has std 0 and every
+    advantage 0: no gradient. (TRL's `scale_rewards="batch"` divides by the whole batch's std instead.)
+    """
+    if scale_rewards not in ("group", "none"):
+        raise ValueError(f"scale_rewards must be 'group' or 'none' for one group, not {scale_rewards!r}")
+    rewards = [float(r) for r in rewards]
+    if not rewards:
+        raise ValueError("a GRPO group needs at least one reward")
+    n = len(rewards)
+    mean = sum(rewards) / n
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1)) if n > 1 else 0.0
+    centred = [r - mean for r in rewards]
+    advantages = centred if scale_rewards == "none" else [c / (std + eps) for c in centred]
+    return GroupAdvantages(rewards=rewards, mean=mean, std=std, advantages=advantages)
+
+def sample_group(model, tokenizer, messages: list[dict], *, n: int, tools=None, temperature: float = 1.0,
+                 max_new_tokens: int = 64, precision: str | None = None, seed: int = 0) -> dict:
+    """`n` sampled replies to one prompt, as GRPOTrainer samples a group (temperature, no top-k/top-p).
+
+    Returns {"prompt_ids": [...], "completion_ids": [[...] per reply], "replies": [text per reply]};
+    the ids are what `helpers.rollouts.describe_rollout` shows.
+    """
+    import torch
+
+    from helpers.precision import autocast
+
+    text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False,
+                                         enable_thinking=False)
+    inputs = tokenizer(text, return_tensors="pt", add_special_tokens=False).to(model.device)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    torch.manual_seed(seed)
+    model.eval()
+    with torch.no_grad(), autocast(precision, model.device.type):
+        out = model.generate(**inputs, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                             max_new_tokens=max_new_tokens, num_return_sequences=n, pad_token_id=pad)
+    prompt_ids = inputs["input_ids"][0].tolist()
+    completion_ids = []
+    for row in out[:, len(prompt_ids):].tolist():
+        end = next((i + 1 for i, t in enumerate(row) if t in (tokenizer.eos_token_id, pad)), len(row))
+        completion_ids.append(row[:end])
+    replies = [tokenizer.decode(ids, skip_special_tokens=False) for ids in completion_ids]
+    return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "replies": replies}
+
+
+def same_question_share(served: list[str], group_size: int) -> float:
+    """Share of GRPO groups whose rollouts all answered one question, from the questions the environment
+    served in rollout order (each consecutive `group_size` resets are one group)."""
+    groups = [served[i:i + group_size] for i in range(0, len(served), group_size)]
+    return sum(len(set(g)) == 1 for g in groups) / max(len(groups), 1)
 
 
 def env_sessions_needed(config, *, extra: int = 1) -> int:
@@ -48,14 +117,9 @@ def check_dataset_name(name: str) -> None:
                          f"{', '.join(sorted(DATASETS))}")
 
 
-def system_prompt_for(dataset_name: str) -> str:
-    """The shared chain_sum SYSTEM_PROMPT (what notebook 02's checkpoint saw), else a generic one."""
-    return SYSTEM_PROMPT if dataset_name == "chain_sum" else GENERIC_SYSTEM_PROMPT
-
-
 @dataclass
 class RewardDelta:
-    """Mean training reward over the first and last `window` logged steps (the seed's metric)."""
+    """Mean training reward over the first and last `window` logged steps (the original tutorial's metric)."""
 
     initial: float
     final: float
@@ -65,9 +129,9 @@ class RewardDelta:
 
 
 def reward_delta(log_history: list[dict], key: str = "reward", window: int = 5) -> RewardDelta:
-    """The seed's reward delta from `trainer.state.log_history`.
+    """The training reward delta from `trainer.state.log_history`.
 
-    The seed averages the first 5 and the last 5 logged rewards. Short runs log fewer entries, so
+    The original tutorial averages the first 5 and the last 5 logged rewards. Short runs log fewer entries, so
     the window shrinks to half of them (at least 1) and the two ends never overlap.
     """
     rewards = [float(entry[key]) for entry in log_history if entry.get(key) is not None]
@@ -87,7 +151,7 @@ class Diagnosis:
 
 def diagnose(delta: RewardDelta, *, tool_call_frequency: float | None = None, flat: float = 0.02,
              high: float = 0.9, low: float = 0.2) -> Diagnosis:
-    """Read a reward delta the way the seed's section 10 does and say what to change.
+    """Read a reward delta the way the original tutorial's section 10 does and say what to change.
 
     `flat` is how small |delta| must be to count as "no change"; `high` / `low` are the start
     rewards above / below which the task is too easy / too hard. `tool_call_frequency` (mean tool

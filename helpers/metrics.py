@@ -49,6 +49,65 @@ def record_metrics(notebook: str, **metrics) -> Path:
     return path
 
 
+def evaluation_metrics(before, after) -> dict:
+    """The metrics of a before/after evaluation, named as the tests read them.
+
+    `helpers.evaluation.EvalResult` (notebooks 01, 02): format/accuracy/exact with their intervals, the
+    paired change, eval_n. `helpers.openreward_eval.SplitEvalResult` (notebook 04): test_* keys."""
+    if hasattr(before, "format_compliance"):
+        from helpers.evaluation import paired_change
+
+        change = paired_change(before, after)
+        out = {"eval_n": after.n, "accuracy_change": change.change, "accuracy_change_ci": change.ci,
+               "questions_gained": change.gained, "questions_lost": change.lost}
+        for when, result in (("before", before), ("after", after)):
+            out.update({f"format_{when}": result.format_compliance, f"format_ci_{when}": result.format_ci,
+                        f"accuracy_{when}": result.accuracy, f"accuracy_ci_{when}": result.accuracy_ci,
+                        f"exact_{when}": result.exact, f"exact_ci_{when}": result.exact_ci})
+        return out
+    out = {"eval_split": after.split, "eval_tasks": after.n, "test_by_difficulty_after": after.by_difficulty}
+    for when, result in (("before", before), ("after", after)):
+        out.update({f"test_accuracy_{when}": result.accuracy, f"test_answered_{when}": result.answered,
+                    f"test_tool_use_{when}": result.tool_use})
+    return out
+
+
+def trainer_metrics(trainer) -> dict:
+    """What a finished TRL trainer ran with and logged: steps, the config's knobs, the reward curve."""
+    args = trainer.args
+    out = {"steps": trainer.state.global_step, "max_steps": args.max_steps, "learning_rate": args.learning_rate,
+           "activation_checkpointing": getattr(args, "activation_checkpointing", None)}
+    for knob in ("num_generations", "temperature", "top_entropy_quantile", "generation_batch_size",
+                 "max_completion_length"):
+        if hasattr(args, knob):
+            out[knob] = getattr(args, knob)
+    rewards = [h["reward"] for h in trainer.state.log_history if h.get("reward") is not None]
+    if rewards:
+        out["reward_curve"] = rewards
+    return out
+
+
+def record_run(notebook: str, settings, *, precision=None, before=None, after=None, budget=None, trainer=None,
+               **extra) -> Path:
+    """Record a notebook run from its objects: the profile and model from `settings`, the precision
+    `choose_precision` picked, whether LoRA trained, the before/after evaluation (`evaluation_metrics`), the time budget's
+    summary, the trainer's steps, knobs and reward curve (`trainer_metrics`), and whatever else the notebook
+    measured (`extra`, which wins). Returns the metrics.json path."""
+    metrics = {"profile": settings.profile, "model": settings.model}
+    if "lora" in settings:
+        metrics["lora"] = settings.lora
+    if precision is not None:
+        metrics.update(precision.as_metrics())
+    if before is not None and after is not None:
+        metrics.update(evaluation_metrics(before, after))
+    if trainer is not None:
+        metrics.update(trainer_metrics(trainer))
+    if budget is not None:
+        metrics.update(budget.summary())
+    metrics.update(extra)
+    return record_metrics(notebook, **metrics)
+
+
 def load_metrics(notebook: str) -> dict:
     path = runs_dir() / notebook / "metrics.json"
     if not path.exists():

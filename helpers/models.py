@@ -224,6 +224,32 @@ def _build_smollm2(out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
+SFT_CHECKPOINT_NOTEBOOK = "02_sft_warmup"
+
+
+def warm_start(model: str, *, warm: bool = True) -> tuple[str, str]:
+    """Where a GRPO notebook (01, 04) starts: notebook 02's SFT checkpoint when `warm` and it exists,
+    else the base `model`. Returns (path for from_pretrained, a line saying which, for the record).
+
+    With `warm` and no checkpoint it says so and starts from the base model: run notebook 02 first."""
+    from helpers.metrics import runs_dir
+
+    checkpoint = runs_dir() / SFT_CHECKPOINT_NOTEBOOK / "checkpoint"
+    if warm and checkpoint.is_dir():
+        return str(checkpoint), f"notebook 02 SFT checkpoint ({checkpoint})"
+    if warm:
+        print(f"No SFT checkpoint at {checkpoint}: starting from the base model (run notebook 02 first).")
+    return resolve_model(model), f"{model} (base, no warm start)"
+
+
+def warm_start_record() -> dict:
+    """What notebook 02 recorded about the checkpoint `warm_start` found ({} when there is none)."""
+    from helpers.metrics import runs_dir
+
+    path = runs_dir() / SFT_CHECKPOINT_NOTEBOOK / "metrics.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 class LoRAError(ValueError):
     """LoRA/QLoRA asked for where it cannot run; the message says what to set."""
 

@@ -13,36 +13,10 @@ tools. The environment's own reward is the score; an episode that never earns on
 from __future__ import annotations
 
 import inspect
-import json
-import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from helpers.evaluation import generate_replies, wilson_interval
-
-_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
-
-
-def parse_tool_calls(text: str) -> list[dict]:
-    """Every well-formed `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` in `text`."""
-    calls = []
-    for match in _TOOL_CALL.finditer(text):
-        try:
-            call = json.loads(match.group(1))
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            continue
-        args = call.get("arguments", {})
-        if isinstance(args, str):  # some models emit the arguments as a JSON string
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                continue
-        if isinstance(args, dict):
-            calls.append({"name": call["name"], "arguments": args})
-    return calls
-
+from helpers.evaluation import Summarized, generate_replies, parse_tool_calls, strip_tool_calls, wilson_interval
 
 def environment_tools(environment) -> list:
     """The environment's tool methods, collected the way GRPOTrainer collects them."""
@@ -50,8 +24,16 @@ def environment_tools(environment) -> list:
             if name not in ("reset", "get_reward") and not name.startswith("_")]
 
 
+def close_episode(environment) -> None:
+    """Delete an `OpenRewardSpec` adapter's session on the server.
+
+    TRL 1.16's adapter has no public close: its `_close()` is private only so that TRL does not offer it
+    to the model as a tool. This is the one place that calls it."""
+    environment._close()
+
+
 @dataclass
-class SplitEvalResult:
+class SplitEvalResult(Summarized):
     split: str
     n: int
     accuracy: float            # mean environment reward, unscored episodes counted as 0
@@ -60,11 +42,6 @@ class SplitEvalResult:
     by_difficulty: dict        # metadata "difficulty" -> accuracy (when the tasks carry one)
     accuracy_ci: tuple[float, float]
     samples: list[dict] = field(default_factory=list)
-
-    def summary(self) -> dict:
-        d = asdict(self)
-        d.pop("samples")
-        return d
 
     def __str__(self) -> str:
         lo, hi = self.accuracy_ci
@@ -106,7 +83,7 @@ def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: 
                                    progress=progress)
         for episode, reply in zip(active, replies):
             calls = parse_tool_calls(reply)
-            text = _TOOL_CALL.sub("", reply).replace("<|im_end|>", "").strip()
+            text = strip_tool_calls(reply).replace("<|im_end|>", "").strip()
             if not calls:
                 episode["messages"].append({"role": "assistant", "content": text})
                 episode["done"] = True
@@ -131,7 +108,7 @@ def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: 
         samples.append({"task": {k: v for k, v in episode["row"].items() if k != "prompt"},
                         "reward": env.reward, "score": float(env.reward or 0.0), "tool_calls": episode["calls"],
                         "messages": episode["messages"]})
-        env._close()  # delete the session on the server
+        close_episode(env)
     total = sum(s["score"] for s in samples)
     used = defaultdict(int)
     for s in samples:

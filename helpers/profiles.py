@@ -2,7 +2,7 @@
 
     tiny  CI smoke test: a tiny model, a handful of steps, seconds.
     cpu   a laptop, offline: the real SmolLM2-135M, minutes.
-    gpu   the seeds' recipes (Qwen3 on one GPU, Hub access).
+    gpu   the original TRL/OpenEnv tutorials' recipes (Qwen3 on one GPU, Hub access).
     None  gpu when CUDA is available, else cpu.
 
 Each notebook's `parameters` cell has PROFILE plus its knobs, all None by default. A knob set to
@@ -22,11 +22,11 @@ PROFILE_NAMES = ("tiny", "cpu", "gpu")
 
 # notebook -> profile -> settings. Every profile of a notebook has the same keys.
 NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
-    # 01: the seed's end-to-end GRPO walkthrough (environment_factory on reasoning_gym chain_sum) + held-out eval.
-    # gpu = the seed's config (Qwen3-1.7B, 150 steps, lr 1e-6, 1 x 4 rollouts, 2 generations, 256 tokens).
+    # 01: the original OpenEnv tutorial's end-to-end GRPO walkthrough (environment_factory on reasoning_gym chain_sum) + held-out eval.
+    # gpu = the original tutorial's config (Qwen3-1.7B, 150 steps, lr 1e-6, 1 x 4 rollouts, 2 generations, 256 tokens).
     # cpu = SmolLM2-135M warm-started from notebook 02's SFT checkpoint; see the notebook's "CPU recipe" cell.
     # top_entropy_quantile 0.2: the loss uses only the 20 % most uncertain completion tokens (TRL takes one entropy
-    # quantile over each micro-batch; tiny does too, so CI runs that code path); 1.0 = every token, the seed's.
+    # quantile over each micro-batch; tiny does too, so CI runs that code path); 1.0 = every token, TRL's default.
     # precision "auto": measured at start-up on CPU, the card's native one on CUDA (helpers.precision).
     "01_grpo_walkthrough": {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
@@ -72,7 +72,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "report_to": "trackio"},
     },
     # 03: echo warm-up, then multi-turn Wordle with a rollout_func, then the environment_factory version.
-    # gpu = the seed's wordle.py: Qwen3-1.7B, vLLM colocate, 2 generations, 64 accumulation steps.
+    # gpu = the original TRL example's wordle.py: Qwen3-1.7B, vLLM colocate, 2 generations, 64 accumulation steps.
     # enable_thinking: False skips Qwen3's <think> block (8 tokens per guess); None = template default.
     "03_wordle_rollout_func": {
         "tiny": {"model": "tiny", "echo_model": "tiny", "echo_steps": 1, "echo_max_completion_length": 16,
@@ -96,7 +96,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     },
     # 02: teacher rollouts with `openenv collect` -> reward filter -> SFT (assistant-only loss) -> eval.
     # teacher "local" = helpers.teacher (offline stand-in); "openai" = gpt-5-mini when OPENAI_API_KEY is set.
-    # cpu: sums of 2 two-digit numbers (the seed's 2-3 stalled at ~12 % accuracy), the teacher's column-by-column
+    # cpu: sums of 2 two-digit numbers (the original tutorial's 2-3 stalled at ~12 % accuracy), the teacher's column-by-column
     # working kept in front of its call (the call alone flattened near 40 %), the lower 12 of 30 layers frozen,
     # lr 1e-4, one epoch over the kept rows: a step budget, not a time budget, so a slower CPU takes longer but
     # trains the same model (the run prints its estimate after two steps). Measurements: docs/measurements.md.
@@ -124,7 +124,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "eval_n": 50, "eval_max_new_tokens": 64, "logging_steps": 5, "report_to": "trackio"},
     },
     # 00: OpenEnv quick start; GRPO on the code feedback env (environment_factory, run_code tool).
-    # gpu = the seed's training recipe shape (Qwen3-1.7B, 4 generations, vLLM when installed).
+    # gpu = the original tutorial's training recipe shape (Qwen3-1.7B, 4 generations, vLLM when installed).
     "00_openenv_quickstart": {
         "tiny": {"model": "tiny-toolcall", "max_steps": 2, "per_device_train_batch_size": 2,
                  "num_generations": 2, "max_completion_length": 48, "max_tool_calling_iterations": 2,

@@ -316,7 +316,7 @@ def check_teacher(teacher: Teacher, *, system_prompt: str, question: str, max_to
     import openai
 
     client = _llm_client(teacher, system_prompt, max_tokens)
-    url = getattr(client._client, "base_url", None) or teacher.url
+    url = getattr(client, "base_url", None) or teacher.url   # openenv's LLMClient.base_url (public)
     tool = {"name": "answer", "description": answer_tool_schema()["function"]["description"],
             "inputSchema": answer_tool_schema()["function"]["parameters"]}
     messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": question}]
@@ -339,10 +339,31 @@ def check_teacher(teacher: Teacher, *, system_prompt: str, question: str, max_to
     except openai.APIStatusError as exc:
         raise TeacherError(f"The teacher at {url} answered HTTP {exc.status_code}: {exc}. Does it serve "
                            f"chat completions with tool calling (vLLM needs --enable-auto-tool-choice)?") from exc
-    except (json.JSONDecodeError, openai.APIResponseValidationError, AttributeError, KeyError, TypeError,
-            IndexError) as exc:
-        raise TeacherError(f"Something answers at {url}, but not with an OpenAI chat completion "
-                           f"({type(exc).__name__}: {exc}). Point LLM_ENDPOINT at the OpenAI-compatible base "
-                           f"URL (usually ending in /v1) of a server that serves /chat/completions.") from exc
+    except (AttributeError, KeyError, TypeError, IndexError) as exc:
+        if not _raised_reading_the_reply(exc):
+            raise  # a bug (ours or a library's), not a teacher that answered in the wrong shape
+        raise _not_a_chat_completion(url, exc) from exc
+    except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+        raise _not_a_chat_completion(url, exc) from exc
     return {"url": str(url), "content": response.content,
             "tool_calls": [{"name": c.name, "arguments": c.args} for c in response.tool_calls]}
+
+
+def _raised_reading_the_reply(exc: BaseException) -> bool:
+    """True when `exc` came from the line of openenv's client that reads the reply's fields
+    (`response.choices[0].message`, `tc.function.name`, ...): the reply is not a chat completion.
+    Anywhere else it is a bug, and it must surface as itself."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    code = tb.tb_frame.f_code
+    return code.co_name in ("complete_with_tools", "complete") and code.co_filename.replace("\\", "/").endswith(
+        "openenv/core/llm_client.py")
+
+
+def _not_a_chat_completion(url, exc: BaseException) -> "TeacherError":
+    return TeacherError(f"Something answers at {url}, but not with an OpenAI chat completion "
+                        f"({type(exc).__name__}: {exc}). Point LLM_ENDPOINT at the OpenAI-compatible base "
+                        f"URL (usually ending in /v1) of a server that serves /chat/completions.")

@@ -13,7 +13,7 @@ so the loss only pushes on tokens the model produced, while every guess is condi
 feedback before it. Games in one GRPO group (the `num_generations` copies of a prompt, which
 arrive next to each other) share a secret word, so their rewards are comparable.
 
-Reward streams (the seed's four), all in [0, 1], per game:
+Reward streams (the original TRL example's four), all in [0, 1], per game:
     correct     the environment's final reward: 1.0 for a win; after six guesses TextArena gives
                 partial credit (the last guess's letters in place, yellows counting half)
     greens      green letters in the last feedback / 5
@@ -26,15 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from helpers.prompts import WORDLE_SYSTEM_PROMPT
 from helpers.rollouts import chat_prompt_ids, env_turn_ids, generate_rollout_completions, tokenizer_of
 
-SYSTEM_PROMPT = """You are an expert Wordle player. Reply with your guess only: one real five-letter English word \
-in square brackets.
-Example reply: [crane]
-Feedback after each guess: G = right letter, right spot; Y = in the word, wrong spot; X = not in the word. \
-Use it, and never repeat a guess."""
+SYSTEM_PROMPT = WORDLE_SYSTEM_PROMPT   # helpers.prompts holds every system prompt
 
-DATASET_PROMPT = "Play Wordle like an expert."  # the seed's prompt; each row of the dataset is one game
+DATASET_PROMPT = "Play Wordle like an expert."  # the original script's prompt; each row of the dataset is one game
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 _BRACKETED_WORD = re.compile(r"\[\s*([A-Za-z]{5})\s*\]")

@@ -1,7 +1,10 @@
-"""The benchmarks still run: `python -m benchmarks.run_all --size tiny` end to end.
+"""The benchmarks still run: a smoke test, not a measurement (`make bench` measures).
 
-Not a timed test: the numbers of a tiny run mean nothing (and a shared CI machine is noisy). It
-checks that every benchmark ran, measured something positive, and wrote its JSON, plot and table.
+One cheap benchmark runs end to end through `benchmarks.run_all` (the environment servers at
+--size tiny, a few seconds); every other benchmark module is imported and its table rendered from a
+result of the right shape, so a broken import or table fails here without the minutes of training
+and notebook runs the full set costs. Numbers from a tiny run mean nothing, so nothing is compared
+with a threshold beyond "it measured something".
 """
 
 from __future__ import annotations
@@ -12,81 +15,43 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench")
-    env = {**os.environ, "AGENT_RL_RUNS": str(out / "runs")}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--out", str(out)],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+def test_env_server_benchmark_runs_end_to_end(tmp_path):
+    env = {**os.environ, "AGENT_RL_RUNS": str(tmp_path / "runs")}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--only", "env_servers",
+                           "--out", str(tmp_path)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads((out / "results.json").read_text()), out, proc.stdout
-
-
-def test_machine_and_load_are_recorded(results):
-    data, _, _ = results
-    assert data["size"] == "tiny"
-    assert data["machine"]["cpus"] >= 1 and data["machine"]["versions"]["trl"]
-    assert len(data["load_average_before"]) == 3 and len(data["load_average_after"]) == 3
-
-
-def test_env_server_benchmark(results):
-    data, out, stdout = results
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["size"] == "tiny" and data["machine"]["cpus"] >= 1 and data["machine"]["versions"]["trl"]
     servers = data["env_servers"]["servers"]
     assert {"reasoning_gym", "reasoning_gym_baseline"} <= set(servers)
     for name, server in servers.items():
-        levels = server["levels"]
-        assert [lv["sessions"] for lv in levels] == [1, 8], name
-        for lv in levels:
-            assert lv["episodes_per_s"] > 0 and lv["calls_per_s"] > 0, (name, lv)
-            assert 0 < lv["step_p50_ms"] <= lv["step_p99_ms"], (name, lv)
-            assert 0 < lv["reset_p50_ms"] <= lv["reset_p99_ms"], (name, lv)
-            assert not lv["errors"], (name, lv)
-        if name.endswith("baseline"):
-            # OpenEnv's default cap of 1: seven of eight sessions refused
-            assert levels[1]["refused_sessions"] == 7
+        for level in server["levels"]:
+            assert level["episodes_per_s"] > 0 and not level["errors"], (name, level)
+        if name.endswith("baseline"):   # OpenEnv's default cap of 1: seven of eight sessions refused
+            assert server["levels"][-1]["refused_sessions"] == server["levels"][-1]["sessions"] - 1
         else:
-            assert all(lv["refused_sessions"] == 0 for lv in levels), name
-    assert (out / "env_servers.png").stat().st_size > 10_000
-    assert "episodes/s" in stdout
+            assert all(level["refused_sessions"] == 0 for level in server["levels"]), name
+    assert (tmp_path / "env_servers.png").stat().st_size > 10_000
+    assert "| reasoning_gym | websocket |" in (tmp_path / "results.md").read_text()
 
 
-def test_training_benchmark(results):
-    data, out, _ = results
-    tiny = data["training"]["profiles"]["tiny"]
-    assert tiny["model"] == "tiny-toolcall" and tiny["steps"] == 2
-    assert tiny["s_per_step"] > 0 and tiny["env_s_per_step"] > 0
-    assert 0 < tiny["env_share_pct"] < 100
-    assert tiny["resets"] >= 2 * tiny["rollouts_per_step"]  # the environment really was called
-    assert (out / "training.png").stat().st_size > 10_000
+def test_every_benchmark_imports_and_its_table_renders():
+    from benchmarks import run_all
 
-
-def test_precision_benchmark(results):
-    data, out, _ = results
-    prec = data["precision"]
-    assert [r["precision"] for r in prec["rows"]] == ["fp32", "bf16"] and prec["model"] == "tiny"
-    assert all(r["train_step_s"] > 0 and r["probe_pass_s"] > 0 and r["generate_s"] > 0 for r in prec["rows"])
-    assert prec["cpu"]["model_name"] and isinstance(prec["cpu"]["flags"], list)
-    assert (out / "precision.png").stat().st_size > 5_000
-
-
-def test_notebook_benchmark(results):
-    data, out, _ = results
-    rows = data["notebooks"]["notebooks"]
-    assert [r["notebook"] for r in rows] == ["harness_smoke"]
-    assert rows[0]["ok"], rows[0]["error"]
-    assert rows[0]["wall_s"] > 0
-    assert (out / "notebooks.png").stat().st_size > 5_000
-
-
-def test_markdown_table_for_the_readme(results):
-    _, out, _ = results
-    table = (out / "results.md").read_text()
-    assert "| reasoning_gym | websocket | 8 |" in table
-    assert "| tiny | tiny-toolcall |" in table
-    assert "| harness_smoke |" in table
-    assert "| bf16 |" in table and "Precision on" in table
+    for name, module in run_all.BENCHMARKS.items():
+        assert callable(module.run) and callable(module.plot), name
+    table = run_all.markdown({
+        "size": "tiny", "load_average_before": [0, 0, 0], "load_average_after": [0, 0, 0],
+        "machine": {"cpus": 2, "memory_gib": 1.0, "gpu": None},
+        "training": {"profiles": {"tiny": {"profile": "tiny", "model": "tiny-toolcall", "rollouts_per_step": 8,
+                                           "s_per_step": 0.2, "env_s_per_step": 0.01, "env_share_pct": 5.0}}},
+        "precision": {"model": "tiny", "cpu": {"model_name": "x", "flags": []},
+                      "rows": [{"precision": "bf16", "train_step_s": 1, "probe_pass_s": 1, "generate_s": 1,
+                                "generate_tokens_per_s": 1}]},
+        "notebooks": {"notebooks": [{"notebook": "harness_smoke", "wall_s": 1.0, "ok": True}]},
+    })
+    assert "| tiny | tiny-toolcall |" in table and "| bf16 |" in table and "| harness_smoke |" in table

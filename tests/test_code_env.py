@@ -76,7 +76,7 @@ def assert_still_serving(server, env):
     assert sandbox_processes() == []
 
 
-# -- the seed's behaviour ----------------------------------------------------------------------
+# -- the original tutorial's behaviour-------------------------------------------------------------------
 
 def test_free_mode_matches_the_seed(env):
     ready = env.reset()

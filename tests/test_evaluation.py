@@ -79,3 +79,39 @@ def test_paired_change_compares_the_same_questions(rg_server, tiny_toolcall):
                             max_new_tokens=40, progress=False)
     with pytest.raises(ValueError, match="same seed"):
         paired_change(before, other)
+
+
+def test_one_tool_call_parser_for_both_evaluations():
+    from helpers.evaluation import parse_answer_call, parse_tool_calls
+
+    text = ('I add. <tool_call>\n{"name": "calculate", "arguments": "{\\"expression\\": \\"1+2\\"}"}\n</tool_call>'
+            '<tool_call>{"name": "answer", "arguments": {"answer": 3}}</tool_call><tool_call>{broken}</tool_call>')
+    assert parse_tool_calls(text) == [{"name": "calculate", "arguments": {"expression": "1+2"}},
+                                      {"name": "answer", "arguments": {"answer": 3}}]
+    assert parse_answer_call(text) is None   # the first call is not `answer`
+    assert parse_answer_call('<tool_call>{"name": "answer", "arguments": {"answer": -7}}</tool_call>') == "-7"
+    assert parse_answer_call('<tool_call>{"name": "answer", "arguments": {}}</tool_call>') is None
+    assert parse_answer_call("86") is None
+
+
+def test_record_run_builds_the_metrics_the_notebook_tests_read(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    from helpers.evaluation import EvalResult
+    from helpers.metrics import record_run
+
+    def result(scores):
+        samples = [{"question": f"q{i}", "score": s} for i, s in enumerate(scores)]
+        acc = sum(scores) / len(scores)
+        return EvalResult(n=len(scores), format_compliance=1.0, accuracy=acc, format_ci=(0.5, 1.0),
+                          accuracy_ci=(0.0, 1.0), exact=acc, exact_ci=(0.0, 1.0), samples=samples)
+
+    monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path))
+    path = record_run("nb", SimpleNamespace(profile="tiny", model="m"), before=result([0, 1, 0, 0]),
+                      after=result([1, 1, 0, 1]), extra_key=3)
+    metrics = json.loads(path.read_text())
+    assert metrics["profile"] == "tiny" and metrics["extra_key"] == 3 and metrics["eval_n"] == 4
+    assert metrics["accuracy_before"] == 0.25 and metrics["accuracy_after"] == 0.75
+    assert metrics["accuracy_change"] == 0.5 and (metrics["questions_gained"], metrics["questions_lost"]) == (2, 0)
+    assert {"format_ci_before", "exact_ci_after", "accuracy_change_ci"} <= set(metrics)

@@ -12,10 +12,10 @@ from helpers.grpo import (
     diagnose,
     env_sessions_needed,
     publish,
+    group_advantages,
     reward_delta,
-    system_prompt_for,
 )
-from helpers.prompts import SYSTEM_PROMPT
+from helpers.prompts import SYSTEM_PROMPT, system_prompt_for
 
 
 def _config(tmp_path, **kw):
@@ -27,7 +27,7 @@ def _config(tmp_path, **kw):
 
 
 def test_sessions_follow_the_generation_batch(tmp_path):
-    # the seed's config: 1 rollout per device x 4 accumulation steps = 4 sessions (+1 for evaluation)
+    # the gpu profile's config: 1 rollout per device x 4 accumulation steps = 4 sessions (+1 for evaluation)
     seed = _config(tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=4, num_generations=2)
     assert env_sessions_needed(seed) == 5
     assert env_sessions_needed(seed, extra=0) == 4
@@ -171,3 +171,56 @@ def test_env_serves_the_suggested_datasets(rg_server, name):
         assert question
         step = env.step(ReasoningGymAction(answer="x"))
         assert step.done and 0.0 <= float(step.observation.score or 0.0) <= 1.0 and step.observation.correct_answer
+
+
+def test_group_advantages_match_trls_own_computation():
+    """The notebook's worked example must be the trainer's arithmetic: compare with TRL 1.16's formula
+    (group mean, TRL's nanstd with Bessel's correction, + 1e-4) computed with its own torch helpers."""
+    import torch
+    from trl.trainer.utils import nanstd
+
+    rewards = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    group = group_advantages(rewards)
+    t = torch.tensor(rewards)
+    expected = (t - t.mean()) / (nanstd(t) + 1e-4)
+    assert group.mean == pytest.approx(3 / 8)
+    assert group.std == pytest.approx(float(nanstd(t)))
+    assert group.advantages == pytest.approx(expected.tolist(), abs=1e-6)
+    assert all(a > 0 for r, a in zip(rewards, group.advantages) if r == 1.0)   # right answers pushed up
+    assert sum(group.advantages) == pytest.approx(0.0, abs=1e-6)
+
+    same = group_advantages([1.0] * 8)   # everyone right: no signal
+    assert same.std == 0.0 and same.advantages == [0.0] * 8 and "teaches nothing" in str(same)
+    assert group_advantages([0.5, 1.0], scale_rewards="none").advantages == [-0.25, 0.25]
+    with pytest.raises(ValueError):
+        group_advantages([1.0], scale_rewards="batch")
+
+
+def test_trl_still_defaults_to_group_scaling():
+    from trl import GRPOConfig
+
+    assert GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, report_to="none").scale_rewards == "group"
+
+
+def test_sample_group_samples_n_replies_to_one_prompt():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from helpers.grpo import sample_group
+    from helpers.models import resolve_model
+    from helpers.prompts import answer_tool
+
+    path = resolve_model("tiny-toolcall")
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "What is 12 + 30?"}]
+    group = sample_group(model, tokenizer, messages, n=4, tools=[answer_tool], max_new_tokens=32)
+    assert len(group["replies"]) == len(group["completion_ids"]) == 4 and group["prompt_ids"]
+    assert all(0 < len(ids) <= 32 for ids in group["completion_ids"])
+    assert all(r.startswith("<tool_call>") for r in group["replies"])   # tiny-toolcall learned the shape of a call
+
+
+def test_same_question_share_reads_groups_in_rollout_order():
+    from helpers.grpo import same_question_share
+
+    assert same_question_share(["a", "a", "b", "b"], 2) == 1.0
+    assert same_question_share(["a", "b", "b", "b"], 2) == 0.5
+    assert same_question_share([], 8) == 0.0

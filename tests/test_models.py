@@ -113,3 +113,19 @@ def test_freeze_lower_layers_stops_gradients_below_the_cut():
     assert model.model.layers[1].mlp.up_proj.weight.grad is not None
     with pytest.raises(ValueError, match="FREEZE_LAYERS=2"):
         freeze_lower_layers(model, 2)
+
+
+def test_warm_start_prefers_notebook_02s_checkpoint(tmp_path, monkeypatch, capsys):
+    from helpers.models import warm_start, warm_start_record
+
+    monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path))
+    path, said = warm_start("some/hub-model")
+    assert (path, said) == ("some/hub-model", "some/hub-model (base, no warm start)")
+    assert "run notebook 02 first" in capsys.readouterr().out and warm_start_record() == {}
+    checkpoint = tmp_path / "02_sft_warmup" / "checkpoint"
+    checkpoint.mkdir(parents=True)
+    (checkpoint.parent / "metrics.json").write_text('{"accuracy_after": 0.5}')
+    path, said = warm_start("some/hub-model")
+    assert path == str(checkpoint) and said.startswith("notebook 02 SFT checkpoint")
+    assert warm_start_record() == {"accuracy_after": 0.5}
+    assert warm_start("some/hub-model", warm=False)[0] == "some/hub-model"

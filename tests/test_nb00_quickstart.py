@@ -6,18 +6,10 @@ from __future__ import annotations
 import pytest
 
 from helpers.notebooks import cell_outputs_text
-from helpers.profiles import NOTEBOOK_PROFILES
 
 from eval_checks import assert_precision_recorded
 
 NOTEBOOK = "00_openenv_quickstart"
-
-
-def test_profiles_share_keys_and_tiny_is_small():
-    profiles = NOTEBOOK_PROFILES[NOTEBOOK]
-    assert set(profiles) == {"tiny", "cpu", "gpu"}
-    assert len({frozenset(p) for p in profiles.values()}) == 1
-    assert profiles["tiny"]["model"] in ("tiny", "tiny-toolcall") and profiles["tiny"]["max_steps"] <= 2
 
 
 @pytest.mark.slow
@@ -33,7 +25,7 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     # Part 2: Wordle turns were played and scored
     assert 1 <= metrics["wordle_turns"] <= 3
     assert all(r in (0.0, 1.0) for r in metrics["wordle_rewards"])
-    # Part 3: the seed's rewards, and a graded task
+    # Part 3: the free-mode rewards, and a graded task
     assert metrics["code_valid_reward"] == 1.0 and metrics["code_broken_reward"] == -0.5
     assert metrics["code_partial_reward"] == 0.5
     # Part 4: every attack contained and reported, the server kept serving
@@ -43,6 +35,10 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert status["MBs of output"] == "output_limit"
     assert status["read server source"] == "error" and status["network socket"] == "error"
     assert 0 <= metrics["fork_loop_children"] < 64
+    # every attack but the bounded fork loop ended as a failed run: reward -0.5, never "ok"
+    for name, reward in metrics["attack_reward"].items():
+        if name != "bounded fork loop":
+            assert reward == -0.5 and status[name] != "ok", (name, status[name], reward)
     assert metrics["server_healthy_after_attacks"] and metrics["next_episode_reward"] == 1.0
     assert 0 < metrics["sandbox_overhead_ms_direct"] < 5000
     assert set(metrics["isolation"]) >= {"processes", "network", "files", "resources", "environment"}
@@ -50,5 +46,7 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert metrics["grpo_steps"] == 2
     assert metrics["activation_checkpointing"] is False  # CPU: TRL's default would only cost time
     assert -1.0 <= metrics["grpo_reward_mean"] <= 1.0
-    assert 0.0 <= metrics["grpo_tool_call_frequency"]
+    assert all(-1.0 <= r <= 1.0 for r in metrics["reward_curve"]) and len(metrics["reward_curve"]) == 2
+    if metrics["grpo_tool_call_frequency"] == 0:   # no rollout submitted code: each got the no-submission reward
+        assert metrics["grpo_reward_mean"] == -1.0
     assert executed.exists()

@@ -186,4 +186,5 @@ def test_notebook_runs_tiny(notebook_runner):
         assert 0.0 <= metrics[key] <= 1.0
     assert metrics["mean_turns"] >= 2  # one invalid move never ends a game
     assert metrics["echo_steps"] == 1 and metrics["echo_env_reward_first"] is not None
+    assert metrics["echo_env_rewards_seen"] > 0   # env_reward reached the reward function through rollout_func
     assert metrics["factory_steps"] == 1

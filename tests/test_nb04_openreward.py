@@ -8,7 +8,7 @@ import re
 import pytest
 
 from helpers.notebooks import cell_outputs_text
-from helpers.openreward_eval import environment_tools
+from helpers.openreward_eval import close_episode, environment_tools
 from helpers.openreward_local import LocalORSServer
 
 from eval_checks import assert_precision_recorded
@@ -60,7 +60,7 @@ def test_spec_adapter_binds_the_tools_and_reads_the_env_reward(spec):
     silent.reset(**spec.train_dataset[4])  # never calls a tool: unscored, not zero
     assert spec.reward_funcs(environments=[env, wrong, silent]) == [1.0, 0.0, None]
     for e in (env, wrong, silent):
-        e._close()
+        close_episode(e)
 
 
 def test_the_answer_never_appears_in_the_prompt_the_model_sees(spec):
@@ -76,7 +76,7 @@ def test_the_answer_never_appears_in_the_prompt_the_model_sees(spec):
                                              add_generation_prompt=True, enable_thinking=False)
         assert row["expression"] in seen
         assert str(true_answer(row)) not in re.findall(r"-?\d+", seen), (row, seen)
-    env._close()
+    close_episode(env)
 
 
 @pytest.mark.notebook

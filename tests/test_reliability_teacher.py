@@ -84,3 +84,19 @@ def test_teacher_failing_mid_collection_keeps_collected_episodes_and_resume_comp
     lines = (out / "results.jsonl").read_text().splitlines()
     assert lines[:3] == kept  # the episodes collected before the fault are untouched
     assert len({r["episode_id"] for r in load_results(out)}) == 6
+
+
+def test_a_bug_is_not_reported_as_a_teacher_fault(monkeypatch):
+    """Only a reply of the wrong shape (openenv's client failing to read its fields) is "not a chat
+    completion"; an AttributeError anywhere else is a bug and surfaces as itself."""
+    import helpers.sft_data as sft_data
+
+    class BuggyClient:
+        base_url = "http://127.0.0.1:1"
+
+        async def complete_with_tools(self, messages, tools):
+            return None.content  # a bug in the client code, not in the teacher's reply
+
+    monkeypatch.setattr(sft_data, "_llm_client", lambda *args: BuggyClient())
+    with pytest.raises(AttributeError, match="content"):
+        check("http://127.0.0.1:1", "any")

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import State
 
-from helpers.sandbox import Limits, run_python
+from .sandbox import Limits, run_python
 
 from ..models import CodeAction, CodeObservation
 from ..tasks import TASKS
