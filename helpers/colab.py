@@ -44,7 +44,8 @@ def release_ref() -> str:
 
 # Colab's own packages that requirements.txt must not replace there: its CUDA torch, and the
 # Jupyter stack its runtime is built on (the test tools are not needed in a notebook).
-COLAB_KEEPS = ("torch", "ipykernel", "jupyter", "nbconvert", "nbformat", "nbval", "papermill", "pytest")
+COLAB_KEEPS = ("torch", "ipykernel", "jupyter", "nbconvert", "nbformat", "nbval", "papermill", "pytest",
+               "pytest-xdist")
 PROFILE_CHOICES = ("gpu", "cpu", "tiny")
 METADATA = {"accelerator": "GPU", "colab": {"provenance": [], "gpuType": "T4"}}
 

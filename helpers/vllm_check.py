@@ -6,7 +6,7 @@ vLLM needs a CUDA GPU and a vLLM release inside the range the installed TRL acce
 0.22.0-0.31.0, read from trl's own `[vllm]` extra). When either is missing, a profile that merely
 *prefers* vLLM (the gpu profiles) prints why and generates with transformers instead; an explicit
 USE_VLLM=True raises with the same explanation. VLLM_INSTALL is the recipe measured to resolve with
-this project's pins (see docs/scale-out.md for the measurements).
+this project's pins, two of them moved (see docs/scale-out.md for the measurements).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import re
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-# The one vLLM release in TRL 1.16's range that resolves with the pins (torch 2.13.0, transformers 5.23.0,
-# numpy 2.4.6) once fastapi is allowed below 0.137 (every vLLM >= 0.23 caps it; requirements.txt pins 0.165.0).
-VLLM_INSTALL = 'pip install "vllm==0.30.0" "fastapi==0.136.1"'
+# No vLLM in TRL 1.16's range installs next to requirements.txt unchanged (measured with pip --dry-run, Python 3.11/3.12,
+# docs/scale-out.md). vllm 0.29.0 does with two pins moved: fastapi below 0.137 (vLLM >= 0.23 caps it) and numpy
+# below 2.4 (its mistral_common needs that on Python <= 3.12); torch 2.13.0, transformers 5.23.0 and the rest stay.
+VLLM_INSTALL = 'pip install "vllm==0.29.0" "fastapi==0.136.1" "numpy==2.3.5"'
 
 
 class VllmUnavailable(RuntimeError):
@@ -68,7 +69,7 @@ def decide_use_vllm(wanted: bool, *, explicit: bool = False, cuda: bool) -> bool
     if not problems:
         return True
     how = (f"To generate with vLLM: a CUDA GPU and `{VLLM_INSTALL}` "
-           f"(the release that resolves with this project's pins; see docs/scale-out.md), then restart the kernel.")
+           f"(it moves the fastapi and numpy pins; see docs/scale-out.md), then restart the kernel.")
     if explicit:
         raise VllmUnavailable(f"USE_VLLM=True, but {' and '.join(problems)}. {how} Or set USE_VLLM=False.")
     print(f"vLLM not used: {' and '.join(problems)}. Generating with transformers instead (use_vllm=False). {how}")
