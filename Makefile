@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast demo bench colab colab-check drift clean
+.PHONY: install test test-fast demo bench colab colab-check colab-install-test drift clean
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ colab: install
 
 colab-check: install
 	$(PY) -m helpers.colab --check
+
+# The Colab set-up cell's real install path in a fresh venv (Colab's torch stood in for): minutes and a few
+# hundred MB from PyPI, so not part of `make test` (where the test skips).
+colab-install-test: install
+	AGENT_RL_INSTALL_TEST=1 $(PY) -m pytest -q tests/test_colab_install.py
 
 # Does every kwarg the notebooks and helpers pass still exist in the installed TRL/transformers?
 drift: install

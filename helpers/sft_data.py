@@ -303,6 +303,28 @@ def _llm_client(teacher: Teacher, system_prompt: str, max_tokens: int):
         raise TeacherError(f"Bad teacher endpoint {teacher.url!r}: {exc}") from exc
 
 
+def choose_teacher(setting: str, *, llm_endpoint: str | None = None, model: str = "gpt-5-mini") -> str:
+    """Which teacher notebook 02 uses ("local" | "openai" | "endpoint"), printed with the reason.
+
+    LLM_ENDPOINT wins; "openai" needs OPENAI_API_KEY, from the environment or a Colab secret (copied into
+    the environment, where the `openenv collect` subprocess reads it); without it the local stand-in
+    teaches, and this says so instead of failing later.
+    """
+    from helpers.secrets import secret_to_env
+
+    if llm_endpoint:
+        kind, why = "endpoint", f"LLM_ENDPOINT is set ({llm_endpoint})"
+    elif setting == "openai" and secret_to_env("OPENAI_API_KEY"):
+        kind, why = "openai", f"OPENAI_API_KEY found: OpenAI {model}"
+    elif setting == "openai":
+        kind, why = "local", (f"the profile asks for OpenAI {model}, but OPENAI_API_KEY is neither in the environment "
+                              "nor a Colab secret: the local stand-in teaches instead")
+    else:
+        kind, why = setting, "TEACHER / the profile"
+    print(f"teacher: {kind} ({why})")
+    return kind
+
+
 def check_teacher(teacher: Teacher, *, system_prompt: str, question: str, max_tokens: int = 1024,
                   timeout: float = 60.0) -> dict:
     """Send one real chat-completions request with the `answer` tool, the way `openenv collect` will.

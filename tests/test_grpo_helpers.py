@@ -1,4 +1,5 @@
-"""helpers.grpo: env-pool sizing checked against a real GRPOTrainer, the reward delta, the diagnosis."""
+"""helpers.grpo: env-pool sizing checked against a real GRPOTrainer (whose model helpers.publish then saves),
+the reward delta, the diagnosis."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from helpers.grpo import (
     check_dataset_name,
     diagnose,
     env_sessions_needed,
-    publish,
     group_advantages,
     reward_delta,
 )
 from helpers.prompts import SYSTEM_PROMPT, system_prompt_for
+from helpers.publish import publish
 
 
 def _config(tmp_path, **kw):
@@ -104,10 +105,10 @@ def test_trainer_pool_fits_the_computed_server_cap(tmp_path, monkeypatch):
     assert (tmp_path / "model" / "model.safetensors").exists() and (tmp_path / "model" / "tokenizer.json").exists()
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no stored login either
-    assert "no Hugging Face token" in publish(trainer, tokenizer, tmp_path / "m2", push=True)["push_error"]
+    assert "no Hugging Face token" in publish(trainer, tokenizer, tmp_path / "m2", push=True, repo_id="someone/m2")["push_error"]
     monkeypatch.setenv("HF_TOKEN", "hf_placeholder")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # what an unreachable Hub looks like, without waiting on DNS
-    failed = publish(trainer, tokenizer, tmp_path / "m3", push=True)
+    failed = publish(trainer, tokenizer, tmp_path / "m3", push=True, repo_id="someone/m3")
     assert failed["pushed_to"] is None and failed["push_error"]
 
 

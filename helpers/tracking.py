@@ -1,0 +1,39 @@
+"""Before training: can trackio mirror the dashboard to TRACKIO_SPACE_ID? Say so now, in our words.
+
+    check_trackio_space(TRACKIO_SPACE_ID, settings.report_to)
+
+Without the check, trackio fails only when training starts, with a raw network or Hub error
+(offline: `httpx.ConnectError` from `space_info`). No Space (None) keeps the dashboard local.
+"""
+
+from __future__ import annotations
+
+from helpers.publish import HOW_TO_LOG_IN, hub_token
+
+
+class TrackingError(RuntimeError):
+    """TRACKIO_SPACE_ID cannot work here; the message says what failed and what to set."""
+
+
+def check_trackio_space(space_id: str | None, report_to="trackio") -> None:
+    """Raise TrackingError unless trackio can reach (or create) the Space `space_id`. None: nothing to check."""
+    if not space_id:
+        return
+    if "trackio" not in str(report_to):
+        print(f"TRACKIO_SPACE_ID={space_id!r} is ignored: REPORT_TO is {report_to!r}, not 'trackio'.")
+        return
+    local = "Set TRACKIO_SPACE_ID = None to keep the dashboard local (`trackio show` opens it)"
+    token = hub_token()
+    if not token:
+        raise TrackingError(f"TRACKIO_SPACE_ID={space_id!r} needs a Hugging Face token (trackio creates and writes "
+                            f"the Space): {HOW_TO_LOG_IN}. {local}.")
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    try:
+        HfApi(token=token).space_info(space_id)
+    except RepositoryNotFoundError:
+        return  # trackio creates it
+    except Exception as exc:
+        raise TrackingError(f"trackio cannot reach the Space {space_id!r} on the Hugging Face Hub "
+                            f"({type(exc).__name__}: {exc}). {local}, or check the network and the token.") from exc
