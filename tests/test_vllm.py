@@ -73,7 +73,7 @@ def test_gpu_profile_of_the_notebook_continues_without_vllm(notebook, monkeypatc
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vllm is installed here")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    settings = resolve_settings(notebook, "gpu", quiet=True)
+    settings = resolve_settings(notebook, "gpu", quiet=True, gpu=None)   # no real card to plan for
     assert settings.use_vllm
     namespace = {"settings": settings, "USE_VLLM": None, "VLLM_SERVER_URL": None, "PUSH_TO_HUB": False}
     exec(_vllm_statements(notebook), namespace)
