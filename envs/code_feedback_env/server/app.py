@@ -12,29 +12,18 @@ be tightened with ``CODE_ENV_WALL_TIMEOUT_S``, ``CODE_ENV_CPU_TIME_S``, ``CODE_E
 
 from __future__ import annotations
 
-import os
-
 from openenv.core.env_server.http_server import create_app
 
 from ..models import CodeAction, CodeObservation
 from .environment import CodeFeedbackEnvironment, limits_from_env
-from .wire_guard import WebSocketGuard
+from .wire_guard import WebSocketGuard, max_concurrent_envs, serve
 
 DEFAULT_MAX_CONCURRENT_ENVS = 16
 
 
 def max_concurrent_envs_from_env() -> int:
     """``MAX_CONCURRENT_ENVS`` as a positive int (default 16), or a clear error."""
-    raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
-    if not raw:
-        return DEFAULT_MAX_CONCURRENT_ENVS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"MAX_CONCURRENT_ENVS must be a positive integer, got {raw!r}.")
-    return value
+    return max_concurrent_envs(DEFAULT_MAX_CONCURRENT_ENVS)
 
 
 limits_from_env()  # a bad CODE_ENV_* variable fails at start-up, not on the first step
@@ -50,15 +39,7 @@ app.add_middleware(WebSocketGuard)  # clear errors for non-object frames; one lo
 
 def main() -> None:
     """``python -m code_feedback_env.server.app [--host H] [--port P]``."""
-    import argparse
-
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args()
-    uvicorn.run(app, host=args.host, port=args.port)
+    serve(app, __doc__.splitlines()[0], default_port=8000)
 
 
 if __name__ == "__main__":

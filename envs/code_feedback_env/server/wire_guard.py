@@ -14,6 +14,9 @@ as ASGI middleware in front of OpenEnv's `create_app` (``app.add_middleware(WebS
 
 Nothing else changes: text frames holding a JSON object (and frames that are not JSON at all,
 which OpenEnv already answers with INVALID_JSON) go to OpenEnv untouched.
+
+The two other pieces every server here needs live here too, for the same reason: `max_concurrent_envs`
+(the MAX_CONCURRENT_ENVS setting, checked) and `serve` (the ``python -m ...server.app`` entry point).
 """
 
 from __future__ import annotations
@@ -95,3 +98,34 @@ class WebSocketGuard:
 
 
 __all__ = ["WHAT_TO_SEND", "WebSocketGuard"]
+
+
+def max_concurrent_envs(default: int) -> int:
+    """``MAX_CONCURRENT_ENVS`` from the environment as a positive int (`default` when unset), or a clear error.
+
+    It caps the server's open sessions; GRPO opens one per concurrent rollout."""
+    import os
+
+    raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"MAX_CONCURRENT_ENVS must be a positive integer, got {raw!r}.")
+    return value
+
+
+def serve(app, description: str, default_port: int = 8000) -> None:
+    """``python -m <package>.server.app [--host H] [--port P]``: run `app` with uvicorn."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=default_port)
+    args = parser.parse_args()
+    uvicorn.run(app, host=args.host, port=args.port)

@@ -13,31 +13,20 @@ GRPO opens one session per concurrent rollout, so size the cap to that. HTTP ``/
 from __future__ import annotations
 
 import logging
-import os
-
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_app
 
 from ..models import ReasoningGymAction, ReasoningGymObservation, ReasoningGymState
 from .environment import DatasetError, ReasoningGymEnvironment
-from .wire_guard import WebSocketGuard
+from .wire_guard import WebSocketGuard, max_concurrent_envs, serve
 
 DEFAULT_MAX_CONCURRENT_ENVS = 64
 
 
 def max_concurrent_envs_from_env() -> int:
     """``MAX_CONCURRENT_ENVS`` as a positive int (default 64), or a clear error."""
-    raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
-    if not raw:
-        return DEFAULT_MAX_CONCURRENT_ENVS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"MAX_CONCURRENT_ENVS must be a positive integer, got {raw!r}.")
-    return value
+    return max_concurrent_envs(DEFAULT_MAX_CONCURRENT_ENVS)
 
 
 class _QuietWebSocketLifecycle(logging.Filter):
@@ -73,15 +62,7 @@ async def _bad_dataset_request(request: Request, exc: DatasetError) -> JSONRespo
 
 def main() -> None:
     """``python -m reasoning_gym_env.server.app [--host H] [--port P]``."""
-    import argparse
-
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args()
-    uvicorn.run(app, host=args.host, port=args.port)
+    serve(app, __doc__.splitlines()[0], default_port=8000)
 
 
 if __name__ == "__main__":

@@ -11,25 +11,19 @@ and /step are stateless (a fresh game per call): use the WebSocket for episodes.
 from __future__ import annotations
 
 import logging
-import os
 
 from openenv.core.env_server.http_server import create_app
 
 from ..models import TextArenaAction, TextArenaObservation, TextArenaState
 from .environment import TextArenaEnvironment, env_id_from_env, template_game
-from .wire_guard import WebSocketGuard
+from .wire_guard import WebSocketGuard, max_concurrent_envs, serve
 
 DEFAULT_MAX_CONCURRENT_ENVS = 64
 
 
 def max_concurrent_envs_from_env() -> int:
-    """MAX_CONCURRENT_ENVS as a positive int (default 64), or a clear error."""
-    raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
-    if not raw:
-        return DEFAULT_MAX_CONCURRENT_ENVS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"MAX_CONCURRENT_ENVS must be a positive integer, got {raw!r}.")
-    return int(raw)
+    """``MAX_CONCURRENT_ENVS`` as a positive int (default 64), or a clear error."""
+    return max_concurrent_envs(DEFAULT_MAX_CONCURRENT_ENVS)
 
 
 class _QuietWebSocketLifecycle(logging.Filter):
@@ -56,15 +50,7 @@ app.add_middleware(WebSocketGuard)  # clear errors for non-object frames; one lo
 
 def main() -> None:
     """``python -m textarena_env.server.app [--host H] [--port P]``."""
-    import argparse
-
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8001)
-    args = parser.parse_args()
-    uvicorn.run(app, host=args.host, port=args.port)
+    serve(app, __doc__.splitlines()[0], default_port=8001)
 
 
 if __name__ == "__main__":
