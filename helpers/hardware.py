@@ -122,13 +122,15 @@ class MemoryEstimate:
         return "memory estimate (peak of a training step):\n" + "\n".join(rows) + f"\n  {'total':<22} {self.total:6.2f} GiB"
 
 
-def estimate_memory(shape: ModelShape, *, train_tokens: int, generate_tokens: int = 0, lora: bool | str = False,
+def estimate_memory(shape: ModelShape, *, train_tokens: int, generate_tokens: int = 0, logit_tokens: int | None = None,
+                    lora: bool | str = False,
                     lora_rank: int = 16, precision: str = "fp32", device: str = "cpu",
                     activation_checkpointing: bool = False, vllm_gib: float = 0.0) -> MemoryEstimate:
     """Peak memory of one training step, by part.
 
-    `train_tokens`: tokens in one micro-batch (sequences x their length); `generate_tokens`: tokens the
-    generation batch holds at once (rollouts x (prompt + completion)), for the KV cache; `lora`: False,
+    `train_tokens`: tokens in one micro-batch (sequences x their length); `logit_tokens`: those the loss needs
+    logits for (default all; GRPO keeps only the completions'); `generate_tokens`: tokens the generation batch
+    holds at once (rollouts x (prompt + completion)), for the KV cache; `lora`: False,
     True or "qlora" (4-bit base); `precision`: the autocast one ("fp32" = none).
     """
     act_bytes = 4 if precision == "fp32" else 2
@@ -149,7 +151,7 @@ def estimate_memory(shape: ModelShape, *, train_tokens: int, generate_tokens: in
         "gradients": trainable * 4,
         "optimizer (AdamW)": trainable * 8,
         "activations": activations,
-        "logits (vocabulary)": train_tokens * shape.vocab * 4 * 3,
+        "logits (vocabulary)": (train_tokens if logit_tokens is None else logit_tokens) * shape.vocab * 4 * 3,
         "KV cache (generate)": generate_tokens * shape.layers * 2 * shape.kv_dim * act_bytes,
     }
     estimate = MemoryEstimate({k: v / GIB for k, v in parts.items()})
@@ -162,41 +164,126 @@ class WillNotFitError(MemoryError):
     """A run whose estimate exceeds the device's memory; the message says what to set."""
 
 
-def check_fits(estimate: MemoryEstimate, available_gib: float, *, hint: str) -> None:
-    """Raise before loading anything when the estimate exceeds `available_gib` (90 % of it is usable)."""
-    usable = 0.9 * available_gib
-    if estimate.total > usable:
-        largest = max(estimate.parts, key=estimate.parts.get)
+def check_fits(estimate: MemoryEstimate, available_gib: float, *, hint: str) -> bool:
+    """Raise before loading anything when the estimate exceeds `available_gib`; warn (and return False) when it
+    leaves less than a tenth free, since the estimate errs high by up to ~1.4x on CPU."""
+    largest = max(estimate.parts, key=estimate.parts.get)
+    if estimate.total > available_gib:
         raise WillNotFitError(
-            f"This run needs about {estimate.total:.1f} GiB but the device has {available_gib:.1f} GiB "
-            f"({usable:.1f} usable); the largest part is {largest} ({estimate.parts[largest]:.1f} GiB). {hint}")
+            f"This run needs about {estimate.total:.1f} GiB but the device has {available_gib:.1f} GiB; the largest "
+            f"part is {largest} ({estimate.parts[largest]:.1f} GiB). {hint}")
+    if estimate.total > 0.9 * available_gib:
+        print(f"WARNING: tight fit, about {estimate.total:.1f} of {available_gib:.1f} GiB (largest: {largest}). "
+              f"If it runs out of memory: {hint}")
+        return False
+    return True
 
 
-def check_memory(model: str, *, lora: bool | str, train_tokens: int, generate_tokens: int = 0,
-                 activation_checkpointing: bool = False, vllm_fraction: float = 0.0) -> MemoryEstimate:
-    """Print the estimate for training `model` here (GPU memory on CUDA, RAM on CPU) and stop early if it will not fit.
+# Tokens one training micro-batch holds, and tokens the generation batch holds at once, per notebook: the
+# prompt lengths are what the notebooks' prompts measure (system prompt + tool schema + question).
+# GRPO computes logits for the completion tokens only (TRL's logits_to_keep); SFT for every token.
+RUN_SHAPES = {   # notebook -> (settings, measured sequence length) -> (train, generate, logit) tokens
+    "00_openenv_quickstart": lambda s, n: (s.per_device_train_batch_size * (300 + s.max_completion_length), 0,
+                                           s.per_device_train_batch_size * s.max_completion_length),
+    "01_grpo_walkthrough": lambda s, n: (s.per_device_train_batch_size * (350 + s.max_completion_length),
+                                         s.per_device_train_batch_size * s.gradient_accumulation_steps
+                                         * (350 + s.max_completion_length),
+                                         s.per_device_train_batch_size * s.max_completion_length),
+    "02_sft_warmup": lambda s, n: (s.batch_size * (n or 420), 0, s.batch_size * (n or 420)),
+    "03_wordle_rollout_func": lambda s, n: (s.per_device_train_batch_size
+                                            * (300 + s.max_turns * (s.max_completion_length + 60)), 0,
+                                            s.per_device_train_batch_size * s.max_turns * (s.max_completion_length + 60)),
+    "04_openreward_spec": lambda s, n: (s.batch_size * (400 + s.max_completion_length),
+                                        s.batch_size * (400 + s.max_completion_length),
+                                        s.batch_size * s.max_completion_length),
+}
 
-    Called before the model is loaded, so a run that cannot fit fails in seconds with what to set, not after a
-    download and an out-of-memory error halfway through the first step.
-    """
+
+def plan_memory(notebook: str, settings, gpu: GPU | None, *, seq_len: int | None = None) -> MemoryEstimate:
+    """The estimate for `notebook` with `settings` on `gpu` (None: this CPU, in fp32)."""
     from helpers.precision import cuda_precision
 
+    train_tokens, generate_tokens, logit_tokens = RUN_SHAPES[notebook](settings, seq_len)
+    vllm = settings.get("vllm_gpu_memory_utilization", 0.0) if settings.get("use_vllm") and \
+        settings.get("vllm_mode", "colocate") == "colocate" else 0.0
+    return estimate_memory(
+        model_shape(settings.model), train_tokens=train_tokens, generate_tokens=generate_tokens,
+        logit_tokens=logit_tokens,
+        lora=settings.get("lora", False), precision=cuda_precision(gpu.capability) if gpu else "fp32",
+        device="cuda" if gpu else "cpu", vllm_gib=vllm * gpu.memory_gib if gpu else 0.0,
+        activation_checkpointing=settings.get("activation_checkpointing", bool(gpu)) if gpu else False)
+
+
+def fit_to_card(notebook: str, settings, gpu: GPU, *, fixed=()) -> dict:
+    """Changes that make `settings` fit `gpu` by the estimate (LoRA first, then smaller micro-batches; a tight fit
+    is left as it is, since the estimate errs high), leaving
+    the knobs in `fixed` (the ones a user set) alone. Applied to `settings` and returned, for the printout."""
+    changes = {}
+    batch_key = next((k for k in ("per_device_train_batch_size", "batch_size") if k in settings), None)
+    while notebook in RUN_SHAPES and plan_memory(notebook, settings, gpu).total > gpu.memory_gib:
+        if not settings.get("lora") and "lora" in settings and "lora" not in fixed:
+            settings["lora"] = changes["lora"] = True
+            continue
+        batch = settings.get(batch_key, 1) if batch_key else 1
+        accumulation = settings.get("gradient_accumulation_steps", 1)
+        generations = settings.get("num_generations", 1)
+        if batch_key in fixed or batch < 2 or (batch // 2 * accumulation) % generations:
+            break
+        settings[batch_key] = changes[batch_key] = batch // 2
+    return changes
+
+
+def check_memory(notebook: str, settings, *, seq_len: int | None = None) -> MemoryEstimate:
+    """Print the estimate for this run here (GPU memory on CUDA, RAM on CPU) and stop early if it will not fit.
+
+    Called before the model is loaded, so a run that cannot fit fails in seconds with what to set, not after a
+    download and an out-of-memory error halfway through the first step. `seq_len`: the notebook's measured
+    sequence length where it has one (notebook 02's max_length).
+    """
     gpu = detect_gpu()
     if gpu:
-        device, available, precision = "cuda", gpu.memory_gib, cuda_precision(gpu.capability)
+        available = gpu.memory_gib
         where = f"{gpu.name} ({gpu.memory_gib:.0f} GiB, card class {card_class(gpu.memory_gib)})"
     else:
         import psutil
 
-        device, available, precision = "cpu", psutil.virtual_memory().total / GIB, "fp32"
+        available = psutil.virtual_memory().total / GIB
         where = f"CPU ({available:.0f} GiB RAM)"
-    estimate = estimate_memory(model_shape(model), train_tokens=train_tokens, generate_tokens=generate_tokens,
-                               lora=lora, precision=precision, device=device,
-                               activation_checkpointing=activation_checkpointing,
-                               vllm_gib=vllm_fraction * available if gpu else 0.0)
-    print(f"{model}{' + LoRA' if lora is True else ' + QLoRA' if lora == 'qlora' else ''} on {where}")
+    estimate = plan_memory(notebook, settings, gpu, seq_len=seq_len)
+    lora = settings.get("lora", False)
+    print(f"{settings.model}{' + LoRA' if lora is True else ' + QLoRA' if lora == 'qlora' else ''} on {where}")
     print(estimate)
-    smaller = "LORA=True" if not lora else "LORA='qlora'" if device == "cuda" and lora is True else "a smaller MODEL"
+    smaller = "LORA=True" if not lora else "LORA='qlora'" if gpu and lora is True else "a smaller MODEL"
     check_fits(estimate, available, hint=f"Set {smaller}, or lower the batch size or completion length "
                                          f"(or turn activation checkpointing on).")
     return estimate
+
+
+def plan_table(cards: dict[str, GPU]) -> str:
+    """Markdown: for every training notebook and card, what the gpu profile picks and the estimate.
+
+        python -m helpers.hardware      # the table in docs/gpu.md
+    """
+    from helpers.profiles import resolve_settings
+
+    rows = ["| notebook | card | model | LoRA | micro-batch | precision | estimate | fits |",
+            "|---|---|---|---|---:|---|---:|---|"]
+    for notebook in RUN_SHAPES:
+        for label, gpu in cards.items():
+            from helpers.precision import cuda_precision
+
+            settings = resolve_settings(notebook, "gpu", gpu=gpu, quiet=True)
+            estimate = plan_memory(notebook, settings, gpu)
+            batch = settings.get("per_device_train_batch_size", settings.get("batch_size"))
+            fits = "yes" if estimate.total <= 0.9 * gpu.memory_gib else "tight" if estimate.total <= gpu.memory_gib \
+                else "NO"
+            rows.append(f"| {notebook} | {label} | {settings.model} | {settings.lora} | {batch} | "
+                        f"{cuda_precision(gpu.capability)} | {estimate.total:.1f} GiB | {fits} |")
+    return "\n".join(rows)
+
+
+CARDS = {"T4 16 GB": GPU("Tesla T4", 14.7, (7, 5)), "L4 24 GB": GPU("NVIDIA L4", 22.0, (8, 9)),
+         "A100 40 GB": GPU("NVIDIA A100-SXM4-40GB", 39.4, (8, 0))}
+
+if __name__ == "__main__":
+    print(plan_table(CARDS))

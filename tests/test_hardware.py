@@ -122,3 +122,26 @@ def test_lora_trains_saves_and_loads_back_on_cpu(tmp_path):
 def test_qlora_needs_cuda():
     with pytest.raises(LoRAError, match="needs a CUDA GPU"):
         load_policy("tiny", device="cpu", lora="qlora")
+
+
+def test_every_notebooks_gpu_plan_fits_every_card_class():
+    """The table in docs/gpu.md: the gpu profile, fitted to each card, never plans a run that will not fit."""
+    from helpers.hardware import CARDS, plan_table
+
+    table = plan_table(CARDS)
+    rows = [r for r in table.splitlines()[2:]]
+    assert len(rows) == 5 * len(CARDS) and not any(r.endswith("| NO |") for r in rows)
+
+
+def test_a_run_too_big_for_the_card_gets_lora_unless_the_user_said_otherwise(capsys):
+    from helpers.hardware import plan_memory
+    from helpers.profiles import resolve_settings
+
+    # notebook 00's gpu recipe (full fine-tuning, vLLM colocated) is over 40 GB by the estimate
+    fitted = resolve_settings("00_openenv_quickstart", "gpu", gpu=A100)
+    assert fitted.lora is True and "lora=True" in capsys.readouterr().out
+    assert plan_memory("00_openenv_quickstart", fitted, A100).total <= A100.memory_gib
+    mine = resolve_settings("00_openenv_quickstart", "gpu", gpu=A100, lora=False, quiet=True)
+    assert mine.lora is False
+    with pytest.raises(WillNotFitError, match="Set LORA=True"):
+        check_fits(plan_memory("00_openenv_quickstart", mine, A100), A100.memory_gib, hint="Set LORA=True.")

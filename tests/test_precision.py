@@ -128,3 +128,13 @@ def test_a_finished_trainer_can_be_collected(tmp_path):
     del trainer, model
     free_memory()
     assert [r() is None for r in refs] == [True, True, True]
+
+
+def test_the_policy_goes_where_training_will_run(monkeypatch):
+    """On a GPU machine the model is moved to CUDA before anything runs (notebook 04 used to evaluate its
+    'before' on the CPU of a GPU machine, for hours, and before/after on different devices)."""
+    moved = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.nn.Module, "to", lambda self, *args, **kw: moved.append(args[0] if args else kw) or self)
+    model = load_policy("tiny")
+    assert moved == ["cuda"] and next(model.parameters()).dtype == torch.float32
