@@ -94,7 +94,7 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
     summary, the trainer's steps, knobs and reward curve (`trainer_metrics`), and whatever else the notebook
     measured (`extra`, which wins). Returns the metrics.json path."""
     metrics = {"profile": settings.profile, "model": settings.model}
-    if "lora" in settings:
+    if getattr(settings, "lora", None) is not None:
         metrics["lora"] = settings.lora
     if precision is not None:
         metrics.update(precision.as_metrics())

@@ -14,6 +14,7 @@ import re
 import pytest
 
 from calculator_env import SPLIT_SIZES, make_task, true_answer
+from helpers.openreward_eval import close_episode
 from helpers.openreward_local import LocalORSServer, sdk_pointed_at
 
 
@@ -54,6 +55,7 @@ def test_one_rollout_plays_one_session_and_the_environment_grades_it(spec_at):
     assert spec.reward_funcs(environments=[env]) == [1.0]
     late = env.answer(answer="1")
     assert late.startswith("Error: episode_finished")             # returned to the model, not raised
+    close_episode(env)                                            # the session ends on the server
 
 
 def test_a_rollout_without_a_tool_call_has_no_reward(spec_at):
@@ -62,6 +64,7 @@ def test_a_rollout_without_a_tool_call_has_no_reward(spec_at):
     env = spec.environment_factory()
     env.reset(**spec.train_dataset[1])
     assert spec.reward_funcs(environments=[env]) == [None]
+    close_episode(env)
 
 
 def test_an_unknown_split_is_refused_by_the_server(spec_at):

@@ -83,3 +83,21 @@ def test_unreachable_server_is_named_before_training(notebook_runner):
     with pytest.raises(papermill.PapermillExecutionError) as err:
         notebook_runner(NB, ENV_BASE_URL="http://127.0.0.1:9")
     assert "http://127.0.0.1:9" in str(err.value) and "No server answers" in str(err.value)
+
+
+def test_tiny_run_with_lora(notebook_runner):
+    """LORA=True end to end on CPU (the T4 path without CUDA): GRPO trains adapters only, the evaluation runs on
+    the adapted model, the saved model is the adapter, and it loads back onto its base."""
+    import torch
+
+    from helpers.models import load_policy
+
+    metrics, executed = notebook_runner(NB, LORA=True)
+    assert metrics["lora"] is True and metrics["steps"] == 2
+    assert metrics["format_before"] > 0 and metrics["eval_n"] == 8
+    saved = Path(metrics["saved_to"])
+    assert (saved / "adapter_config.json").exists() and not (saved / "model.safetensors").exists()
+    assert "LoRA parameters" in cell_outputs_text(executed)
+    model = load_policy(str(saved), device="cpu")
+    assert any("lora_" in name for name, _ in model.named_parameters())
+    assert next(model.parameters()).dtype == torch.float32

@@ -229,22 +229,3 @@ def test_notebook_stops_before_sft_when_nothing_is_kept(notebook_runner, tmp_pat
     assert list((tmp_path / "runs").rglob("results.jsonl"))  # it collected, then refused to train
     assert not list((tmp_path / "runs").rglob("checkpoint"))
 
-
-def test_notebook_tiny_with_lora(notebook_runner):
-    """LORA=True end to end on CPU: SFT trains adapters only, evaluates the adapted model, saves the adapter,
-    and the adapter loads back onto its base (notebook 01's warm start does exactly that)."""
-    import torch
-
-    from helpers.models import load_policy
-    from helpers.notebooks import cell_outputs_text
-
-    metrics, executed = notebook_runner(NB, LORA=True)
-    assert metrics["lora"] is True and metrics["sft_steps"] >= 1
-    assert 0.0 <= metrics["format_after"] <= 1.0 and metrics["eval_n"] == 8
-    checkpoint = Path(metrics["checkpoint"])
-    assert (checkpoint / "adapter_config.json").exists() and not (checkpoint / "model.safetensors").exists()
-    assert "LoRA parameters" in cell_outputs_text(executed)
-    model = load_policy(str(checkpoint), device="cpu")
-    trained_b = [p for n, p in model.named_parameters() if "lora_B" in n]
-    assert trained_b and any(p.abs().sum() > 0 for p in trained_b)   # B starts at zero: SFT moved it
-    assert next(model.parameters()).dtype == torch.float32

@@ -102,7 +102,10 @@ def test_gpu_recipe_weights_stay_fp32_and_one_step_moves_them(tiny):
 
 
 def test_load_policy_names_what_failed_and_what_to_set(monkeypatch):
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)   # read at import: no network retries
     with pytest.raises(ModelError, match="Could not load the model 'nobody/no-such-model'.*set MODEL to one of tiny"):
         load_policy("nobody/no-such-model")
 
