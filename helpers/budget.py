@@ -68,8 +68,9 @@ def time_budget_callback(minutes: float | None, *, estimate_after: int = 2, out=
                 reachable = int(minutes * 60 / per_step)
                 self.warned = True
                 out(f"WARNING: the {minutes}-minute budget (TRAIN_MINUTES) stops training after about {reachable} of "
-                    f"{planned} steps here, and the documented result needs them all. Set TRAIN_MINUTES=None to "
-                    f"run every step (~{total / 60:.0f} min), or train on fewer examples.", flush=True)
+                    f"{planned} steps on this machine, so the run trains less than its profile plans. Set "
+                    f"TRAIN_MINUTES=None to run every step (~{total / 60:.0f} min), or train on fewer examples.",
+                    flush=True)
 
         def summary(self) -> dict:
             per_step = self.seconds_per_step
