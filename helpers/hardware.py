@@ -119,7 +119,8 @@ class MemoryEstimate:
 
     def __str__(self) -> str:
         rows = [f"  {name:<22} {gib:6.2f} GiB" for name, gib in self.parts.items() if gib >= 0.005]
-        return "memory estimate (peak of a training step):\n" + "\n".join(rows) + f"\n  {'total':<22} {self.total:6.2f} GiB"
+        total = f"  {'total':<22} {self.total:6.2f} GiB"
+        return "memory estimate (peak of a training step):\n" + "\n".join(rows + [total])
 
 
 def estimate_memory(shape: ModelShape, *, train_tokens: int, generate_tokens: int = 0, logit_tokens: int | None = None,
@@ -192,7 +193,8 @@ RUN_SHAPES = {   # notebook -> (settings, measured sequence length) -> (train, g
     "02_sft_warmup": lambda s, n: (s.batch_size * (n or 420), 0, s.batch_size * (n or 420)),
     "03_wordle_rollout_func": lambda s, n: (s.per_device_train_batch_size
                                             * (300 + s.max_turns * (s.max_completion_length + 60)), 0,
-                                            s.per_device_train_batch_size * s.max_turns * (s.max_completion_length + 60)),
+                                            s.per_device_train_batch_size * s.max_turns
+                                            * (s.max_completion_length + 60)),
     "04_openreward_spec": lambda s, n: (s.batch_size * (400 + s.max_completion_length),
                                         s.batch_size * (400 + s.max_completion_length),
                                         s.batch_size * s.max_completion_length),
