@@ -165,15 +165,23 @@ class WillNotFitError(MemoryError):
     """A run whose estimate exceeds the device's memory; the message says what to set."""
 
 
-def check_fits(estimate: MemoryEstimate, available_gib: float, *, hint: str) -> bool:
-    """Raise before loading anything when the estimate exceeds `available_gib`; warn (and return False) when it
-    leaves less than a tenth free, since the estimate errs high by up to ~1.4x on CPU."""
-    largest = max(estimate.parts, key=estimate.parts.get)
+def fit_verdict(estimate: MemoryEstimate, available_gib: float) -> str:
+    """"yes", "tight" (within the last tenth: it may still fit, the estimate errs high by up to ~1.4x) or "NO"."""
     if estimate.total > available_gib:
+        return "NO"
+    return "tight" if estimate.total > 0.9 * available_gib else "yes"
+
+
+def check_fits(estimate: MemoryEstimate, available_gib: float, *, hint: str) -> bool:
+    """Raise before loading anything when the estimate exceeds `available_gib`; warn (and return False) on a
+    tight fit (`fit_verdict`)."""
+    largest = max(estimate.parts, key=estimate.parts.get)
+    verdict = fit_verdict(estimate, available_gib)
+    if verdict == "NO":
         raise WillNotFitError(
             f"This run needs about {estimate.total:.1f} GiB but the device has {available_gib:.1f} GiB; the largest "
             f"part is {largest} ({estimate.parts[largest]:.1f} GiB). {hint}")
-    if estimate.total > 0.9 * available_gib:
+    if verdict == "tight":
         print(f"WARNING: tight fit, about {estimate.total:.1f} of {available_gib:.1f} GiB (largest: {largest}). "
               f"If it runs out of memory: {hint}")
         return False
@@ -266,19 +274,17 @@ def plan_table(cards: dict[str, GPU]) -> str:
 
         python -m helpers.hardware      # the table in docs/gpu.md
     """
+    from helpers.precision import cuda_precision
     from helpers.profiles import resolve_settings
 
     rows = ["| notebook | card | model | LoRA | micro-batch | precision | estimate | fits |",
             "|---|---|---|---|---:|---|---:|---|"]
     for notebook in RUN_SHAPES:
         for label, gpu in cards.items():
-            from helpers.precision import cuda_precision
-
             settings = resolve_settings(notebook, "gpu", gpu=gpu, quiet=True)
             estimate = plan_memory(notebook, settings, gpu)
             batch = settings.get("per_device_train_batch_size", settings.get("batch_size"))
-            fits = "yes" if estimate.total <= 0.9 * gpu.memory_gib else "tight" if estimate.total <= gpu.memory_gib \
-                else "NO"
+            fits = fit_verdict(estimate, gpu.memory_gib)
             rows.append(f"| {notebook} | {label} | {settings.model} | {settings.lora} | {batch} | "
                         f"{cuda_precision(gpu.capability)} | {estimate.total:.1f} GiB | {fits} |")
     return "\n".join(rows)

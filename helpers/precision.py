@@ -68,10 +68,9 @@ def cuda_precision(capability: tuple[int, int]) -> str:
 
 
 def _normalise(setting) -> str:
-    if setting is True:
-        return "bf16"
-    if setting is False or setting is None:
-        return "fp32" if setting is False else "auto"
+    named = {True: "bf16", False: "fp32", None: "auto"}
+    if isinstance(setting, bool) or setting is None:
+        return named[setting]
     if setting in PRECISIONS or setting == "auto":
         return setting
     raise PrecisionError(f"Unknown precision {setting!r}: use 'auto', 'fp32', 'bf16' or 'fp16' "
@@ -98,7 +97,7 @@ def choose_precision(model, setting="auto", *, batch_size: int = 2, seq_len: int
                                    f"{native} is what this card computes natively")
         if wanted == "bf16" and native != "bf16":
             print(f"WARNING: bf16 was asked for on a card of compute capability {capability[0]}.{capability[1]}, "
-                  f"which only emulates it (slow); {native} is native there (set BF16='{native}').")
+                  f"which only emulates it (slow); {native} is native there (set PRECISION='{native}').")
         return PrecisionChoice(wanted, device, "as set")
     if wanted == "fp16":
         raise PrecisionError("fp16 autocast is for CUDA cards (T4, V100); on CPU use 'auto', 'bf16' or 'fp32'.")

@@ -209,14 +209,12 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     overridden = {k: v for k, v in explicit.items() if v is not None}
     card = {}
     if name == "gpu" and "lora" in defaults:
-        from helpers.hardware import card_class, detect_gpu, gpu_recipe
+        from helpers.hardware import card_class, detect_gpu, fit_to_card, gpu_recipe
 
         gpu = detect_gpu() if gpu == "detect" else gpu
         card = {k: v for k, v in gpu_recipe(gpu).items() if k in defaults and k not in overridden}
     settings = Settings(profile=name, **{**defaults, **card, **overridden})
-    if card or (name == "gpu" and "lora" in defaults and gpu):
-        from helpers.hardware import fit_to_card
-
+    if name == "gpu" and "lora" in defaults and gpu:
         card.update(fit_to_card(notebook, settings, gpu, fixed=overridden))
     if not quiet:
         how = "given" if profile else "picked by hardware"
