@@ -88,7 +88,8 @@ class PairedChange:
 
 def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> PairedChange:
     """Compare two evaluations question by question (both must come from `evaluate_policy` with the same
-    seed and n, which serves the same questions in the same order)."""
+    seed and n, which serves the same questions in the same order; or from
+    `helpers.openreward_eval.evaluate_on_split` on the same split and n)."""
     questions_before = [s["question"] for s in before.samples]
     if questions_before != [s["question"] for s in after.samples] or not questions_before:
         raise ValueError("paired_change needs two evaluations of the same questions: run evaluate_policy "

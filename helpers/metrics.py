@@ -65,10 +65,16 @@ def evaluation_metrics(before, after) -> dict:
                         f"accuracy_{when}": result.accuracy, f"accuracy_ci_{when}": result.accuracy_ci,
                         f"exact_{when}": result.exact, f"exact_ci_{when}": result.exact_ci})
         return out
-    out = {"eval_split": after.split, "eval_tasks": after.n, "test_by_difficulty_after": after.by_difficulty}
+    from helpers.evaluation import paired_change
+
+    change = paired_change(before, after)   # the same tasks in the same order, before and after
+    out = {"eval_split": after.split, "eval_tasks": after.n, "accuracy_change": change.change,
+           "accuracy_change_ci": change.ci, "questions_gained": change.gained, "questions_lost": change.lost}
     for when, result in (("before", before), ("after", after)):
-        out.update({f"test_accuracy_{when}": result.accuracy, f"test_answered_{when}": result.answered,
-                    f"test_tool_use_{when}": result.tool_use})
+        out.update({f"test_accuracy_{when}": result.accuracy, f"test_accuracy_ci_{when}": result.accuracy_ci,
+                    f"test_answered_{when}": result.answered, f"test_tool_use_{when}": result.tool_use,
+                    f"test_by_difficulty_{when}": result.by_difficulty,
+                    f"test_tool_use_by_difficulty_{when}": result.tool_use_by_difficulty})
     return out
 
 

@@ -41,12 +41,20 @@ class SplitEvalResult(Summarized):
     tool_use: dict             # tool name -> share of episodes that called it at least once
     by_difficulty: dict        # metadata "difficulty" -> accuracy (when the tasks carry one)
     accuracy_ci: tuple[float, float]
+    tool_use_by_difficulty: dict = field(default_factory=dict)   # difficulty -> tool name -> share of episodes
     samples: list[dict] = field(default_factory=list)
+
+    def tool_rate(self, tool: str, difficulty: str | None = None) -> float:
+        """Share of episodes (of one difficulty, or all) that called `tool` at least once."""
+        shares = self.tool_use if difficulty is None else self.tool_use_by_difficulty.get(difficulty, {})
+        return shares.get(tool, 0.0)
 
     def __str__(self) -> str:
         lo, hi = self.accuracy_ci
         tools = ", ".join(f"{k} {v:.0%}" for k, v in sorted(self.tool_use.items()))
-        diff = ", ".join(f"{k} {v:.0%}" for k, v in self.by_difficulty.items())
+        diff = ", ".join(f"{k} {v:.0%}" + (f" (calculate {self.tool_rate('calculate', k):.0%})"
+                                           if "calculate" in self.tool_use else "")
+                         for k, v in self.by_difficulty.items())
         return (f"{self.split} split, n={self.n}: accuracy {self.accuracy:.1%} [{lo:.0%}, {hi:.0%}]  "
                 f"answered {self.answered:.0%}  tool use: {tools or 'none'}" + (f"  by difficulty: {diff}" if diff else ""))
 
@@ -106,6 +114,7 @@ def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: 
     for episode in episodes:
         env = episode["env"]
         samples.append({"task": {k: v for k, v in episode["row"].items() if k != "prompt"},
+                        "question": next(m["content"] for m in episode["messages"] if m["role"] == "user"),
                         "reward": env.reward, "score": float(env.reward or 0.0), "tool_calls": episode["calls"],
                         "messages": episode["messages"]})
         close_episode(env)
@@ -114,13 +123,33 @@ def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: 
     for s in samples:
         for name in set(s["tool_calls"]):
             used[name] += 1
-    groups = defaultdict(list)
+    groups, calls = defaultdict(list), defaultdict(list)
     for s in samples:
         if s["task"].get("difficulty") is not None:
             groups[s["task"]["difficulty"]].append(s["score"])
+            calls[s["task"]["difficulty"]].append(set(s["tool_calls"]))
+    by_difficulty_tools = {d: {name: sum(name in c for c in cs) / len(cs) for name in used} for d, cs in sorted(calls.items())}
     return SplitEvalResult(
         split=split, n=len(samples), accuracy=total / len(samples),
         answered=sum(s["reward"] is not None for s in samples) / len(samples),
         tool_use={name: count / len(samples) for name, count in used.items()},
         by_difficulty={k: sum(v) / len(v) for k, v in sorted(groups.items())},
+        tool_use_by_difficulty=by_difficulty_tools,
         accuracy_ci=wilson_interval(total, len(samples)), samples=samples)
+
+
+def diagnose_tool_use(before: SplitEvalResult, after: SplitEvalResult, tool: str = "calculate",
+                      difficulty: str = "hard") -> str:
+    """One sentence on what happened to the use of `tool` (on `difficulty` tasks), and what to change if nothing did."""
+    if not after.tool_use:
+        return (f"The policy called no tool in any of the {after.n} test episodes after training, so the environment "
+                "scored nothing: format is the bottleneck. Start from a warm start that calls tools (WARM_START=True).")
+    rate_before, rate_after = before.tool_rate(tool, difficulty), after.tool_rate(tool, difficulty)
+    seen = f"`{tool}` on {difficulty} tasks: {rate_before:.0%} of episodes before, {rate_after:.0%} after"
+    if rate_before == rate_after == 0:
+        return (f"{seen}. GRPO cannot discover a tool the policy never tries: warm-start with some calls to it "
+                "(raise TEACHER_CALCULATE_SHARE).")
+    if rate_after > rate_before:
+        return f"{seen}: the policy learned from the reward alone to reach for `{tool}` more often."
+    return (f"{seen}: no shift toward the tool. Train longer (TRAIN_MINUTES, MAX_STEPS), raise LEARNING_RATE, or "
+            "raise NUM_GENERATIONS so more groups mix rollouts with and without it.")

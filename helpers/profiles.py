@@ -52,24 +52,29 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio"},
     },
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
-    # cpu warm-starts from notebook 02's checkpoint, which writes its working before the call: 128 tokens let it
-    # finish (at 64 the evaluation cut off 97 % of its replies before the call closed).
+    # warm_start True: the local teacher plays teacher_episodes train tasks through ORS, calling `calculate` in a
+    # share teacher_calculate_share of them and answering from its own arithmetic otherwise (teacher_mistake_rate);
+    # the rewarded episodes SFT the student (sft_*), so GRPO starts from a mixed policy. gpu: the seed's recipe
+    # (Qwen3 calls tools zero-shot, no warm start). Measurements: docs/notebook04.md.
     "04_openreward_spec": {
-        "tiny": {"model": "tiny-toolcall", "warm_start": False, "num_tasks": 16, "max_steps": 2,
-                 "batch_size": 4, "num_generations": 2, "max_completion_length": 48,
+        "tiny": {"model": "tiny-toolcall", "warm_start": True, "teacher_episodes": 24,
+                 "teacher_calculate_share": 0.5, "teacher_mistake_rate": 0.1, "sft_learning_rate": 1e-4,
+                 "sft_batch_size": 4, "freeze_layers": 0, "num_tasks": 16, "max_steps": 2, "train_minutes": None,
+                 "batch_size": 4, "num_generations": 2, "max_completion_length": 48, "temperature": 1.0,
                  "max_tool_calling_iterations": 2, "learning_rate": 1e-5, "eval_tasks": 6,
-                 "eval_max_new_tokens": 48, "shared_system_prompt": True, "precision": "auto", "lora": False,
-                 "report_to": "trackio"},
-        "cpu": {"model": "smollm2-135m", "warm_start": True, "num_tasks": 256, "max_steps": 30,
-                "batch_size": 8, "num_generations": 4, "max_completion_length": 128,
-                "max_tool_calling_iterations": 3, "learning_rate": 5e-6, "eval_tasks": 30,
-                "eval_max_new_tokens": 128, "shared_system_prompt": True, "precision": "auto", "lora": False,
-                "report_to": "trackio"},
-        "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "num_tasks": 512, "max_steps": 200,
-                "batch_size": 8, "num_generations": 8, "max_completion_length": 512,
-                "max_tool_calling_iterations": 6, "learning_rate": 1e-6, "eval_tasks": 100,
-                "eval_max_new_tokens": 256, "shared_system_prompt": True, "precision": "auto", "lora": False,
-                "report_to": "trackio"},
+                 "eval_max_new_tokens": 48, "precision": "auto", "lora": False, "report_to": "trackio"},
+        "cpu": {"model": "smollm2-135m", "warm_start": True, "teacher_episodes": 240,
+                "teacher_calculate_share": 0.3, "teacher_mistake_rate": 0.1, "sft_learning_rate": 1e-4,
+                "sft_batch_size": 8, "freeze_layers": 12, "num_tasks": 512, "max_steps": 60, "train_minutes": 25,
+                "batch_size": 16, "num_generations": 8, "max_completion_length": 96, "temperature": 1.0,
+                "max_tool_calling_iterations": 2, "learning_rate": 1e-5, "eval_tasks": 90,
+                "eval_max_new_tokens": 48, "precision": "auto", "lora": False, "report_to": "trackio"},
+        "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "teacher_episodes": 240,
+                "teacher_calculate_share": 0.3, "teacher_mistake_rate": 0.1, "sft_learning_rate": 2e-5,
+                "sft_batch_size": 8, "freeze_layers": 0, "num_tasks": 512, "max_steps": 200, "train_minutes": None,
+                "batch_size": 8, "num_generations": 8, "max_completion_length": 512, "temperature": 1.0,
+                "max_tool_calling_iterations": 6, "learning_rate": 1e-6, "eval_tasks": 99,
+                "eval_max_new_tokens": 256, "precision": "auto", "lora": False, "report_to": "trackio"},
     },
     # 03: echo warm-up, then multi-turn Wordle with a rollout_func, then the environment_factory version.
     # gpu = the original TRL example's wordle.py: Qwen3-1.7B, vLLM colocate, 2 generations, 64 accumulation steps.

@@ -1,4 +1,4 @@
-"""A local, OpenAI-compatible teacher for chain_sum: a stand-in for a strong LLM behind an API.
+"""A local, OpenAI-compatible teacher for arithmetic: a stand-in for a strong LLM behind an API.
 
 Notebook 02 collects SFT data with `openenv collect`, which asks a teacher model for a tool call
 over the OpenAI chat-completions protocol. Offline there is no gpt-5-mini to ask, so this module
@@ -18,11 +18,17 @@ must produce the sum in one go (notebook 02 measures both).
                      env={"TEACHER_MISTAKE_RATE": "0.1", "TEACHER_SEED": "0"}) as teacher:
         # openenv collect ... --llm-endpoint {teacher.base_url} --model chain-sum-teacher
 
+**Calculator mode** (notebook 04): when the request offers a `calculate` tool, the teacher looks the
+expression up with it in a seeded share `calculate_share` of the questions (then answers with the tool's
+result, a few turns later), and answers from its own arithmetic otherwise, with its `mistake_rate`. It
+understands `+ - *` with the usual precedence (`39 * 76 - 27`), still without `eval`.
+
 Settings (environment variables, read when the app is created):
     TEACHER_MISTAKE_RATE  share of answers that are wrong (default 0.1)
     TEACHER_NO_TOOL_RATE  share of replies without a tool call (default 0.0)
     TEACHER_SEED          seed of the mistakes (default 0)
     TEACHER_SHOW_WORK     "1": write the column-by-column working before the tool call (default "0")
+    TEACHER_CALCULATE_SHARE  share of questions looked up with a `calculate` tool, when one is offered (default 0.0)
     TEACHER_MODEL         the model name it reports (default "chain-sum-teacher")
 
 Swap in a real teacher by pointing `openenv collect` at any OpenAI-compatible endpoint instead
@@ -78,6 +84,33 @@ def solve_chain_sum(question: str) -> int | None:
     for sign, number in steps:
         total = _apply(total, sign, number)
     return total
+
+
+_PRODUCT_EXPRESSION = re.compile(r"\s*(-?\d+(?:\s*[-+*]\s*-?\d+)*)\s*=?\s*")
+_OPERATOR = re.compile(r"\s*([-+*])\s*(-?\d+)")
+
+
+def solve_expression(question: str) -> int | None:
+    """The exact value of an integer `+ - *` expression at the end of a question (after its last colon),
+    with `*` binding tighter: "... 39 * 76 - 27 =" -> 2937. None when it is not such an expression."""
+    match = _PRODUCT_EXPRESSION.fullmatch(question.rsplit(":", 1)[-1])
+    if not match:
+        return None
+    text = match.group(1)
+    first = re.match(r"-?\d+", text)
+    total, term = 0, int(first.group(0))
+    for op, number in _OPERATOR.findall(text[first.end():]):
+        if op == "*":
+            term *= int(number)
+        else:
+            total, term = total + term, (int(number) if op == "+" else -int(number))
+    return total + term
+
+
+def question_expression(question: str) -> str | None:
+    """The `+ - *` expression of a question, as written (what the teacher types into `calculate`)."""
+    match = _PRODUCT_EXPRESSION.fullmatch(question.rsplit(":", 1)[-1])
+    return match.group(1).strip() if match else None
 
 
 _COLUMN_NAMES = ["ones", "tens", "hundreds", "thousands"]
@@ -163,9 +196,10 @@ class TeacherPolicy:
     no_tool_rate: float = 0.0
     seed: int = 0
     show_work: bool = False
+    calculate_share: float = 0.0
 
     def __post_init__(self):
-        for name in ("mistake_rate", "no_tool_rate"):
+        for name in ("mistake_rate", "no_tool_rate", "calculate_share"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
@@ -175,13 +209,21 @@ class TeacherPolicy:
         return cls(mistake_rate=float(os.environ.get("TEACHER_MISTAKE_RATE", "0.1")),
                    no_tool_rate=float(os.environ.get("TEACHER_NO_TOOL_RATE", "0.0")),
                    seed=int(os.environ.get("TEACHER_SEED", "0")),
-                   show_work=os.environ.get("TEACHER_SHOW_WORK", "0").strip().lower() in ("1", "true", "yes"))
+                   show_work=os.environ.get("TEACHER_SHOW_WORK", "0").strip().lower() in ("1", "true", "yes"),
+                   calculate_share=float(os.environ.get("TEACHER_CALCULATE_SHARE", "0.0")))
 
-    def decide(self, question: str) -> dict:
-        """{"kind": "answer" | "mistake" | "no_tool" | "unknown", "value": int | None}."""
+    def decide(self, question: str, can_calculate: bool = False) -> dict:
+        """{"kind": "answer" | "mistake" | "no_tool" | "calculate" | "unknown", "value": int | None}.
+
+        "calculate" (only when `can_calculate`: the request offers a `calculate` tool) means: look the
+        expression up first; "answer"/"mistake" answer from the teacher's own arithmetic."""
         value = solve_chain_sum(question)
         if value is None:
+            value = solve_expression(question)
+        if value is None:
             return {"kind": "unknown", "value": None}
+        if can_calculate and _unit_draw(self.seed, question, "calculate") < self.calculate_share:
+            return {"kind": "calculate", "value": value}
         if _unit_draw(self.seed, question, "no_tool") < self.no_tool_rate:
             return {"kind": "no_tool", "value": value}
         if _unit_draw(self.seed, question, "mistake") < self.mistake_rate:
@@ -198,6 +240,28 @@ def _message_text(message: dict) -> str:
     return content or ""
 
 
+def _tool_names(tools: list[dict] | None) -> set[str]:
+    return {t.get("function", t).get("name") for t in tools or [] if isinstance(t, dict)}
+
+
+def _tool_call(name: str, arguments: dict) -> dict:
+    # OpenAI sends arguments as a JSON *string*; clients json.loads it.
+    return {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def _after_tool(messages: list[dict], tools: list[dict] | None) -> dict:
+    """The reply once a tool has answered: after `calculate`, submit its result; after anything else, stop."""
+    last_call = next((c for m in reversed(messages) if m.get("role") == "assistant"
+                      for c in reversed(m.get("tool_calls") or [])), None)
+    result = _message_text(messages[-1]).strip() if messages[-1].get("role") == "tool" else ""
+    name = (last_call or {}).get("function", {}).get("name")
+    answer = _answer_tool(tools)
+    if name == "calculate" and re.fullmatch(r"-?\d+", result) and answer:
+        return {"role": "assistant", "content": None, "tool_calls": [_tool_call(answer[0], {answer[1]: result})]}
+    return {"role": "assistant", "content": "Done."}
+
+
 def _answer_tool(tools: list[dict] | None) -> tuple[str, str] | None:
     """(tool name, argument name) to answer with: the `answer` tool if offered, else the first tool."""
     functions = [t.get("function", t) for t in tools or [] if isinstance(t, dict)]
@@ -212,27 +276,23 @@ def _answer_tool(tools: list[dict] | None) -> tuple[str, str] | None:
 def reply(policy: TeacherPolicy, request: dict) -> dict:
     """The assistant message (OpenAI format) answering a chat-completions request body."""
     messages = request.get("messages") or []
-    if any(m.get("role") == "tool" for m in messages):  # the tool already ran: the episode is over
-        return {"role": "assistant", "content": "Done."}
+    if any(m.get("role") == "tool" for m in messages):  # a tool already ran
+        return _after_tool(messages, request.get("tools"))
     question = next((_message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
-    decision = policy.decide(question)
+    decision = policy.decide(question, can_calculate="calculate" in _tool_names(request.get("tools")))
     tool = _answer_tool(request.get("tools"))
     if decision["kind"] == "unknown":
-        return {"role": "assistant", "content": "I can only solve chain_sum questions like `12 + 34 - 5 =`."}
+        return {"role": "assistant", "content": "I can only solve integer arithmetic like `12 + 34 - 5 =` "
+                                                "or `39 * 76 - 27 =`."}
+    if decision["kind"] == "calculate":
+        return {"role": "assistant", "content": None,
+                "tool_calls": [_tool_call("calculate", {"expression": question_expression(question)})]}
     if decision["kind"] == "no_tool" or tool is None:
         return {"role": "assistant", "content": f"The answer is {decision['value']}."}
     name, argument = tool
     # with show_work the working comes first; a "mistake" is then a slip copying the result into the call
-    return {
-        "role": "assistant",
-        "content": worked_solution(question) if policy.show_work else None,
-        "tool_calls": [{
-            "id": f"call_{uuid.uuid4().hex[:24]}",
-            "type": "function",
-            # OpenAI sends arguments as a JSON *string*; clients json.loads it.
-            "function": {"name": name, "arguments": json.dumps({argument: str(decision["value"])})},
-        }],
-    }
+    work = worked_solution(question) if policy.show_work else None
+    return {"role": "assistant", "content": work, "tool_calls": [_tool_call(name, {argument: str(decision["value"])})]}
 
 
 def chat_completion(policy: TeacherPolicy, request: dict, model_name: str) -> dict:
@@ -263,13 +323,13 @@ def create_app(policy: TeacherPolicy | None = None, model_name: str | None = Non
     model_name = model_name or os.environ.get("TEACHER_MODEL", DEFAULT_MODEL_NAME)
     app = FastAPI(title="Local chain_sum teacher (OpenAI-compatible stand-in)")
     app.state.policy = policy
-    counts: dict[str, int] = {"answer": 0, "mistake": 0, "no_tool": 0, "unknown": 0}
+    counts: dict[str, int] = {"answer": 0, "mistake": 0, "no_tool": 0, "calculate": 0, "unknown": 0}
 
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "model": model_name, "mistake_rate": policy.mistake_rate,
                 "no_tool_rate": policy.no_tool_rate, "seed": policy.seed, "show_work": policy.show_work,
-                "replies": counts}
+                "calculate_share": policy.calculate_share, "replies": counts}
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
@@ -289,9 +349,8 @@ def create_app(policy: TeacherPolicy | None = None, model_name: str | None = Non
         question = next((_message_text(m) for m in reversed(body["messages"])
                          if isinstance(m, dict) and m.get("role") == "user"), "")
         response = chat_completion(policy, body, model_name)
-        kind = "unknown" if solve_chain_sum(question) is None else policy.decide(question)["kind"]
         if not any(isinstance(m, dict) and m.get("role") == "tool" for m in body["messages"]):
-            counts[kind] += 1
+            counts[policy.decide(question, "calculate" in _tool_names(body.get("tools")))["kind"]] += 1
         return response
 
     return app

@@ -92,13 +92,28 @@ def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch)
     assert metrics["num_tasks"] == 16
     assert metrics["tools"] == ["answer", "calculate"]
     assert metrics["activation_checkpointing"] is False  # CPU: TRL's default would only cost time
-    assert len(metrics["reward_curve"]) == 2
-    assert all(0.0 <= r <= 1.0 for r in metrics["reward_curve"])
+    # the warm start: the local teacher played 24 train tasks through ORS, a mix with and without `calculate`
+    teacher = metrics["teacher"]
+    assert metrics["warm_started"] is True and teacher["episodes"] == 24 and teacher["errors"] == 0
+    assert 0 < teacher["rewarded_with_calculate"] < teacher["rewarded"] == metrics["sft_examples"]
+    assert sum(teacher["rewarded_by_difficulty"].values()) == teacher["rewarded"]
+    assert metrics["sft_seconds"] > 0
+    # GRPO: one reward and one calculate-call rate per step, read from the rollouts' own tool calls
+    assert len(metrics["reward_curve"]) == metrics["steps"] == 2
+    assert len(metrics["calculate_rate_curve"]) == 2
+    assert all(0.0 <= r <= 1.0 for r in metrics["reward_curve"] + metrics["calculate_rate_curve"])
     for key in ("reward_first", "reward_last", "test_accuracy_before", "test_accuracy_after",
                 "test_answered_before", "test_answered_after", "unscored_first", "unscored_last"):
         assert 0.0 <= metrics[key] <= 1.0, key
-    assert metrics["eval_tasks"] == 6
+    # the evaluation: the same 6 test tasks before and after, two of each difficulty, paired
+    assert metrics["eval_tasks"] == 6 and metrics["eval_split"] == "test"
+    assert set(metrics["test_by_difficulty_before"]) == {"easy", "medium", "hard"}
+    lo, hi = metrics["accuracy_change_ci"]
+    assert lo <= metrics["accuracy_change"] <= hi
+    assert metrics["accuracy_change"] == pytest.approx(metrics["test_accuracy_after"] - metrics["test_accuracy_before"])
     text = cell_outputs_text(executed)
     assert_precision_recorded(metrics, text)
     assert "answer    -> 'Correct.'  reward=1.0  finished=True" in text  # the hand-walked episode
+    assert "-> calculate(" in text and "[tool] '" in text  # a teacher episode that used the calculator, shown
+    assert "on the same 6 questions" in text  # the paired change was printed
     assert "OPENREWARD_API_URL after stop: None" in text  # the SDK variables were restored
