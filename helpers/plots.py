@@ -70,7 +70,7 @@ def before_after_bars(before: dict, after: dict, keys: dict[str, str], *, labels
     ax.set_xticks(x, [keys[n] for n in names])
     ax.set_ylim(0, 1.12)
     ax.set_ylabel("share of held-out questions")
-    ax.legend(loc="upper left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)   # beside the axes: bars reach 100 %
     if title:
         ax.set_title(title)
     fig.tight_layout()

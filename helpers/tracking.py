@@ -4,9 +4,13 @@
 
 Without the check, trackio fails only when training starts, with a raw network or Hub error
 (offline: `httpx.ConnectError` from `space_info`). No Space (None) keeps the dashboard local.
+
+The same call keeps trackio's local dashboard out of the notebook (`no_dashboard_in_cell`).
 """
 
 from __future__ import annotations
+
+import functools
 
 from helpers.publish import HOW_TO_LOG_IN, hub_token
 
@@ -15,8 +19,25 @@ class TrackingError(RuntimeError):
     """TRACKIO_SPACE_ID cannot work here; the message says what failed and what to set."""
 
 
+def no_dashboard_in_cell() -> None:
+    """Make the trainer's `trackio.init` print `trackio show --project ...` instead of embedding the dashboard.
+
+    In a notebook, trackio.init (which the trainer calls with no `embed` argument) starts a dashboard server in
+    the kernel and shows it in an iframe whose URL carries that server's write token: saved with the notebook,
+    the token travels with the file, and a static page shows a blank 1000-pixel frame. `embed=False` does
+    neither; the metrics are logged the same way.
+    """
+    import trackio
+
+    if not isinstance(trackio.init, functools.partial):
+        trackio.init = functools.partial(trackio.init, embed=False)
+
+
 def check_trackio_space(space_id: str | None, report_to="trackio") -> None:
-    """Raise TrackingError unless trackio can reach (or create) the Space `space_id`. None: nothing to check."""
+    """Raise TrackingError unless trackio can reach (or create) the Space `space_id`. None: nothing to check.
+    When trackio logs, keep its dashboard (and its write token) out of the notebook's outputs."""
+    if "trackio" in str(report_to):
+        no_dashboard_in_cell()
     if not space_id:
         return
     if "trackio" not in str(report_to):

@@ -49,4 +49,12 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert all(-1.0 <= r <= 1.0 for r in metrics["reward_curve"]) and len(metrics["reward_curve"]) == 2
     if metrics["grpo_tool_call_frequency"] == 0:   # no rollout submitted code: each got the no-submission reward
         assert metrics["grpo_reward_mean"] == -1.0
+    # one of the model's own rollouts of the last step, shown whole (helpers.show); the reward is get_reward()'s
+    text = cell_outputs_text(executed)
+    assert "prompt    │ Write a Python function" in text and "reward    │ CodeTask " in text
+    if metrics["grpo_tool_call_frequency"] > 0:
+        assert "tool call │ run_code(code=" in text and "env reply │ status: " in text
+    else:   # the tiny model learned the tool-call shape for another tool: it writes text, calls nothing
+        assert "tool call │ (none: the model did not call a tool)" in text and "reward    │ CodeTask -1.00" in text
+    assert "write_token" not in text and 'trackio show --project "00_openenv_quickstart"' in text  # no dashboard frame
     assert executed.exists()

@@ -54,6 +54,11 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     # the worked GRPO group: num_generations rollouts of one question, scored and turned into advantages
     assert text.count("  rollout ") >= 2 * metrics["num_generations"] and "group mean" in text
     assert "MODEL (trained) ▸" in text
+    # one of the policy's own rollouts from the last training step, shown whole (helpers.show): the environment's
+    # get_reward() is the reward (no reward function is passed)
+    assert "tool call │ answer(answer=" in text and "env reply │ score=" in text
+    assert "reward    │ ReasoningGymTrainEnv +" in text
+    assert "write_token" not in text and 'trackio show --project "agent-rl-notebooks"' in text  # no dashboard frame
 
     # held-out evaluation before and after, same size, with intervals around the point estimates
     assert metrics["eval_n"] == 8

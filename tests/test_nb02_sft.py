@@ -200,6 +200,11 @@ def test_notebook_tiny(notebook_runner):
     assert len(records) == metrics["episodes_collected"]
     assert all(r["messages"][1]["content"].endswith(".") for r in records)  # "... 47 + 38 = 85."
     assert "working ends in the answer" in text
+    # rollouts shown whole (helpers.show): a collected teacher episode (its tool call, the environment's reply,
+    # the reward), then the student's held-out replies before and after SFT, each on its own lines however blank
+    assert "tool call │ answer(answer=" in text and "env reply │ " in text and "reward    │ +" in text
+    assert text.count("prompt    │ State the final answer") >= 1 + min(3, metrics["eval_n"]) + 1
+    assert "\n\n\n\n" not in text.replace("\r", "")
 
 
 def test_each_difficulty_collects_into_its_own_folder(tmp_path):

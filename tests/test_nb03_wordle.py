@@ -188,3 +188,7 @@ def test_notebook_runs_tiny(notebook_runner):
     assert metrics["echo_steps"] == 1 and metrics["echo_env_reward_first"] is not None
     assert metrics["echo_env_rewards_seen"] > 0   # env_reward reached the reward function through rollout_func
     assert metrics["factory_steps"] == 1
+    # one of the environment_factory model's own rollouts, shown whole (helpers.show)
+    text = cell_outputs_text(executed)
+    assert "One rollout of the last step:\nprompt    │ Play Wordle" in text and "\ntool call │ " in text
+    assert "reward    │ factory_correct +" in text and "factory_greens +" in text

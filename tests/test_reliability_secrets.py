@@ -26,6 +26,7 @@ def test_the_scanner_finds_tokens():
     assert token_like(f"login('{fake_hf}')") == [fake_hf]
     assert token_like('key = "sk-proj-abcdefghijklmnopqrstuvwx12"')
     assert token_like("ghp_" + "a" * 36)
+    assert token_like('<iframe src="http://127.0.0.1:7860/?project=p&write_token=' + "Ab-_9" * 9 + '">')
     # ordinary text is not a token
     assert not token_like("task-free risk-averse hf_hub_download HF_TOKEN sk-learn local-no-key-needed")
 

@@ -12,6 +12,9 @@ TOKEN_PATTERNS = [
     re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|ant-[a-z0-9]+-)?[A-Za-z0-9_\-]{20,}"),  # OpenAI / Anthropic
     re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36}"),  # GitHub
     re.compile(r"(?<![A-Z0-9])AKIA[0-9A-Z]{16}(?![A-Z0-9])"),  # AWS access key id
+    # a trackio dashboard URL's write token (secrets.token_urlsafe(32): 43 characters); it lets anyone who can
+    # reach the dashboard write, rename and delete runs
+    re.compile(r"(?<![A-Za-z0-9_])write_token=[A-Za-z0-9_\-]{20,}"),
 ]
 # Placeholders that are fine to show (not secrets): the local ORS server's stand-in key.
 ALLOWED = {"local-no-key-needed"}
