@@ -23,6 +23,7 @@ against the peak memory of real training steps on CPU.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 GIB = 2**30
@@ -36,14 +37,34 @@ class GPU:
     capability: tuple[int, int]
 
 
+FAKE_GPU_VARIABLE = "AGENT_RL_FAKE_GPU"
+
+
 def detect_gpu() -> GPU | None:
-    """The first CUDA device, or None."""
+    """The first CUDA device, or None.
+
+    Test hook: AGENT_RL_FAKE_GPU=T4 (or L4, A100) reports that card from `CARDS` instead, with no CUDA behind it,
+    so CI runs the gpu profile's card recipe (LoRA on a 16/24 GB card, the memory check) on a CPU machine.
+    Nothing else is faked: the model still loads and trains on the CPU.
+    """
+    fake = os.environ.get(FAKE_GPU_VARIABLE)
+    if fake:
+        return fake_gpu(fake)
     import torch
 
     if not torch.cuda.is_available():
         return None
     props = torch.cuda.get_device_properties(0)
     return GPU(props.name, props.total_memory / GIB, torch.cuda.get_device_capability(0))
+
+
+def fake_gpu(label: str) -> GPU:
+    """The card of `CARDS` whose label starts with `label` ("T4", "L4", "A100"), named as faked."""
+    cards = {name.split()[0]: gpu for name, gpu in CARDS.items()}
+    if label not in cards:
+        raise ValueError(f"{FAKE_GPU_VARIABLE}={label!r}: use one of {', '.join(cards)} (or unset it).")
+    card = cards[label]
+    return GPU(f"{card.name} (faked by {FAKE_GPU_VARIABLE}, no CUDA)", card.memory_gib, card.capability)
 
 
 CARD_CLASSES = (("16gb", 20.0), ("24gb", 35.0), ("40gb", math.inf))   # class, below this many GiB

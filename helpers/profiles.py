@@ -82,27 +82,28 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # vllm_*: used only with use_vllm (colocate): vLLM's share of the GPU, 0.25 of a 40 GB A100 = 10 GB (weights
     # 3.4 GB + KV cache), leaving ~30 GB for full bf16 training of Qwen3-1.7B with AdamW; 4096 tokens per
     # sequence covers prompt + tool turns (vLLM would otherwise size for Qwen3's 40,960). Not measured on a GPU.
+    # activation_checkpointing: TRL's default (on) saves GPU memory; off on CPU, where it only costs time.
     "03_wordle_rollout_func": {
         "tiny": {"model": "tiny", "echo_model": "tiny", "echo_steps": 1, "echo_max_completion_length": 16,
                  "max_steps": 2, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
                  "num_generations": 2, "max_turns": 3, "max_completion_length": 8, "learning_rate": 1e-5,
                  "temperature": 1.0, "top_k": 10, "factory_steps": 1, "factory_max_completion_length": 32,
                  "enable_thinking": None, "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
-                 "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "report_to": "trackio"},
+                 "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "echo_model": "smollm2-135m", "echo_steps": 2,
                 "echo_max_completion_length": 32, "max_steps": 8, "per_device_train_batch_size": 8,
                 "gradient_accumulation_steps": 1, "num_generations": 4, "max_turns": 6,
                 "max_completion_length": 12, "learning_rate": 3e-5, "temperature": 0.8, "top_k": 10,
                 "factory_steps": 2, "factory_max_completion_length": 64, "enable_thinking": None,
                 "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
-                "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "report_to": "trackio"},
+                "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "echo_model": "Qwen/Qwen2.5-0.5B-Instruct", "echo_steps": 20,
                 "echo_max_completion_length": 256, "max_steps": 90, "per_device_train_batch_size": 1,
                 "gradient_accumulation_steps": 64, "num_generations": 2, "max_turns": 6,
                 "max_completion_length": 8, "learning_rate": 5e-6, "temperature": 0.8, "top_k": 10,
                 "factory_steps": 10, "factory_max_completion_length": 256, "enable_thinking": False,
                 "use_vllm": True, "vllm_mode": "colocate", "seed": 0,
-                "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "report_to": "trackio"},
+                "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": True, "report_to": "trackio"},
     },
     # 02: teacher rollouts with `openenv collect` -> reward filter -> SFT (assistant-only loss) -> eval.
     # teacher "local" = helpers.teacher (offline stand-in); "openai" = gpt-5-mini when OPENAI_API_KEY is set.
@@ -138,22 +139,23 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # vllm_*: used only with use_vllm (colocate): vLLM's share of the GPU, 0.25 of a 40 GB A100 = 10 GB (weights
     # 3.4 GB + KV cache), leaving ~30 GB for full bf16 training of Qwen3-1.7B with AdamW; 4096 tokens per
     # sequence covers prompt + tool turns (vLLM would otherwise size for Qwen3's 40,960). Not measured on a GPU.
+    # activation_checkpointing: TRL's default (on) saves GPU memory; off on CPU, where it only costs time.
     "00_openenv_quickstart": {
         "tiny": {"model": "tiny-toolcall", "max_steps": 2, "per_device_train_batch_size": 2,
                  "num_generations": 2, "max_completion_length": 48, "max_tool_calling_iterations": 2,
                  "learning_rate": 1e-5, "sandbox_wall_timeout_s": 2.0, "enable_thinking": None,
                  "use_vllm": False, "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096,
-                 "precision": "auto", "lora": False, "report_to": "trackio"},
+                 "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "max_steps": 4, "per_device_train_batch_size": 4,
                 "num_generations": 2, "max_completion_length": 128, "max_tool_calling_iterations": 2,
                 "learning_rate": 5e-6, "sandbox_wall_timeout_s": 5.0, "enable_thinking": None,
                 "use_vllm": False, "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096,
-                "precision": "auto", "lora": False, "report_to": "trackio"},
+                "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "max_steps": 100, "per_device_train_batch_size": 8,
                 "num_generations": 4, "max_completion_length": 512, "max_tool_calling_iterations": 3,
                 "learning_rate": 1e-6, "sandbox_wall_timeout_s": 5.0, "enable_thinking": False,
                 "use_vllm": True, "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096,
-                "precision": "auto", "lora": False, "report_to": "trackio"},
+                "precision": "auto", "lora": False, "activation_checkpointing": True, "report_to": "trackio"},
     },
     "harness_smoke": {
         "tiny": {"dataset_name": "chain_sum", "episodes": 3},

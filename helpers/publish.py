@@ -1,7 +1,7 @@
 """Publishing to the Hugging Face Hub, the same way in every notebook.
 
     check_can_publish(PUSH_TO_HUB, HUB_MODEL_ID)     # before training: stop now, not after hours
-    publish(trainer, tokenizer, out_dir / "model", push=PUSH_TO_HUB, repo_id=HUB_MODEL_ID)
+    publish(trainer, tokenizer, out_dir / "model", push=PUSH_TO_HUB, repo_id=HUB_MODEL_ID, merged=SAVE_MERGED)
 
 The token is huggingface_hub.get_token()'s: HF_TOKEN, `hf auth login` / notebook_login(), or the Colab
 secret HF_TOKEN. The model is always saved locally first; a push that fails after training (offline,
@@ -9,6 +9,8 @@ refused) is reported, never raised, so a finished run is never lost to the Hub.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 HOW_TO_LOG_IN = ("log in with `from huggingface_hub import notebook_login; notebook_login()` or `hf auth login`, "
                  "add a Colab secret named HF_TOKEN, or set the HF_TOKEN environment variable")
@@ -62,18 +64,34 @@ def check_can_publish(push: bool, repo_id: str | None, *, knob: str = "HUB_MODEL
 
 
 def publish(trainer, tokenizer, local_dir, *, push: bool = False, repo_id: str | None = None,
-            commit_message: str = "Upload fine-tuned model") -> dict:
-    """Save the trained model to `local_dir`; upload that folder to `repo_id` when `push` and a token exists.
+            commit_message: str = "Upload fine-tuned model", merged: bool = False) -> dict:
+    """Save the trained model to `local_dir`; upload it to `repo_id` when `push` and a token exists.
 
-    Returns {"saved_to", "pushed_to", "push_error"} and prints one line about each. Never raises because
-    of the Hub. Only the main process uploads (every process runs the notebook under `accelerate launch`).
+    A LoRA run saves its adapter there. With `merged` it also saves a plain model, the adapter folded into the
+    base weights (`<local_dir>-merged`, loads with transformers alone), built from the saved adapter on the CPU
+    so the trained model and the GPU are left as they are; that folder is the one pushed.
+    Returns {"saved_to", "merged_to", "pushed_to", "push_error"} and prints one line about each. Never raises
+    because of the Hub. Only the main process saves the merged copy and uploads (every process runs the
+    notebook under `accelerate launch`).
     """
     trainer.save_model(str(local_dir))
     tokenizer.save_pretrained(str(local_dir))
-    result = {"saved_to": str(local_dir), "pushed_to": None, "push_error": None}
+    result = {"saved_to": str(local_dir), "merged_to": None, "pushed_to": None, "push_error": None}
     print("saved to", local_dir)
-    if not push or not getattr(trainer, "is_world_process_zero", lambda: True)():
+    if not getattr(trainer, "is_world_process_zero", lambda: True)():
         return result
+    if merged and (Path(local_dir) / "adapter_config.json").exists():
+        from helpers.models import load_policy, save_policy
+
+        merged_dir = Path(local_dir).with_name(Path(local_dir).name + "-merged")
+        save_policy(load_policy(str(local_dir), device="cpu"), tokenizer, merged_dir, merged=True)
+        result["merged_to"] = str(merged_dir)
+        print("merged model (adapter folded into the base, no peft needed) saved to", merged_dir)
+    elif merged:
+        print("SAVE_MERGED: no LoRA adapter to merge; the model above is already a plain one")
+    if not push:
+        return result
+    folder = result["merged_to"] or str(local_dir)
     token = hub_token()
     if not repo_id:
         result["push_error"] = "no repository id (set HUB_MODEL_ID, e.g. 'your-name/my-model')"
@@ -85,7 +103,7 @@ def publish(trainer, tokenizer, local_dir, *, push: bool = False, repo_id: str |
 
             api = HfApi(token=token)
             repo = api.create_repo(repo_id, repo_type="model", exist_ok=True)
-            api.upload_folder(repo_id=repo.repo_id, folder_path=str(local_dir), commit_message=commit_message)
+            api.upload_folder(repo_id=repo.repo_id, folder_path=folder, commit_message=commit_message)
             result["pushed_to"] = repo.repo_id
         except Exception as exc:  # offline, no permission, rate-limited: the local copy is still there
             result["push_error"] = f"{type(exc).__name__}: {exc}"

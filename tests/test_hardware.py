@@ -26,6 +26,23 @@ def test_the_gpu_recipe_follows_the_card_class():
     assert gpu_recipe(A100) == {} and gpu_recipe(None) == {}
 
 
+def test_the_fake_gpu_hook_reports_a_card_class_and_nothing_else(monkeypatch):
+    """AGENT_RL_FAKE_GPU (the CI hook of tests/test_gpu_settings.py): detect_gpu reports the named card, so the gpu
+    profile takes that card's recipe; CUDA itself stays absent. An unknown name says what to use."""
+    from helpers.hardware import detect_gpu
+    from helpers.profiles import resolve_settings
+
+    monkeypatch.setenv("AGENT_RL_FAKE_GPU", "T4")
+    gpu = detect_gpu()
+    assert (gpu.memory_gib, gpu.capability) == (T4.memory_gib, T4.capability) and "faked" in gpu.name
+    settings = resolve_settings("01_grpo_walkthrough", "gpu", model="tiny-toolcall", quiet=True)
+    assert settings.lora is True and settings.model == "tiny-toolcall"   # the card's LoRA; the model as given
+    assert not torch.cuda.is_available()
+    monkeypatch.setenv("AGENT_RL_FAKE_GPU", "H100")
+    with pytest.raises(ValueError, match="use one of T4, L4, A100"):
+        detect_gpu()
+
+
 def test_what_each_card_class_gets_fits_it_and_the_full_recipe_does_not_fit_a_t4():
     """Notebook 01's gpu shape: micro-batch of 4 rollouts x (~350 prompt + 256 completion tokens)."""
     tokens = dict(train_tokens=4 * 606, generate_tokens=4 * 606, activation_checkpointing=True, device="cuda")

@@ -120,7 +120,8 @@ def test_publish_saves_then_uploads_that_folder_to_the_repo_id(no_login, hub, mo
     monkeypatch.setenv("HF_TOKEN", "hf_x")
     result = publish(FakeTrainer(), FakeTokenizer(), tmp_path / "model", push=True, repo_id="someone/wordle",
                      commit_message="GRPO on Wordle")
-    assert result == {"saved_to": str(tmp_path / "model"), "pushed_to": "someone/wordle", "push_error": None}
+    assert result == {"saved_to": str(tmp_path / "model"), "merged_to": None, "pushed_to": "someone/wordle",
+                      "push_error": None}
     assert [name for name, _ in hub.calls] == ["create_repo", "upload_folder"]
     assert hub.calls[0][1] == {"token": "hf_x", "repo_id": "someone/wordle", "repo_type": "model", "exist_ok": True}
     assert hub.calls[1][1] == {"token": "hf_x", "repo_id": "someone/wordle", "folder_path": str(tmp_path / "model"),
@@ -143,6 +144,46 @@ def test_publish_never_raises_for_the_hub(no_login, hub, monkeypatch, tmp_path):
     hub.calls.clear()
     publish(FakeTrainer(main=False), FakeTokenizer(), tmp_path / "e", push=True, repo_id="someone/m")
     assert hub.calls == []  # only the main process uploads
+
+
+def test_merged_saves_a_plain_model_beside_the_adapter_and_pushes_it(no_login, hub, monkeypatch, tmp_path, capsys):
+    """SAVE_MERGED with LoRA: the adapter folder as before, plus `<folder>-merged`, a plain transformers model with
+    the same outputs, which is what gets pushed. Without an adapter there is nothing to merge, and it says so."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from helpers.models import load_policy, resolve_model
+
+    model = load_policy("tiny", device="cpu", lora=True)
+    with torch.no_grad():   # lora_B starts at zero: move it, so merging has something to fold in
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05, generator=torch.Generator().manual_seed(0))
+    model.eval()
+    ids = torch.randint(0, 1000, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+
+    class AdapterTrainer:   # what a TRL trainer's save_model does with a peft model
+        def save_model(self, folder):
+            model.save_pretrained(folder)
+
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny"))
+    result = publish(AdapterTrainer(), tokenizer, tmp_path / "model", push=True, repo_id="someone/m", merged=True)
+    assert result["merged_to"] == str(tmp_path / "model-merged")
+    assert hub.calls[-1][1]["folder_path"] == result["merged_to"]   # the plain model is the one pushed
+    assert (tmp_path / "model" / "adapter_config.json").exists()
+    assert not (tmp_path / "model-merged" / "adapter_config.json").exists()
+    plain = AutoModelForCausalLM.from_pretrained(result["merged_to"]).eval()
+    assert not any("lora_" in name for name, _ in plain.named_parameters())
+    with torch.no_grad():
+        assert torch.allclose(plain(input_ids=ids).logits, logits, atol=1e-4)
+    assert "merged model (adapter folded into the base" in capsys.readouterr().out
+
+    plain_run = publish(FakeTrainer(), FakeTokenizer(), tmp_path / "full", merged=True)
+    assert plain_run["merged_to"] is None and not (tmp_path / "full-merged").exists()
+    assert "no LoRA adapter to merge" in capsys.readouterr().out
 
 
 def test_trackio_space_problems_are_reported_in_our_words(no_login, hub, monkeypatch, capsys):
