@@ -35,7 +35,7 @@ RUNS = {
                                    MAX_STEPS=1, GRADIENT_ACCUMULATION_STEPS=2, MAX_TURNS=2, FACTORY_STEPS=1,
                                    FACTORY_MAX_COMPLETION_LENGTH=32, SAVE_MERGED=True),
     "04_openreward_spec": dict(MODEL="tiny-toolcall", NUM_TASKS=16, MAX_STEPS=1, MAX_COMPLETION_LENGTH=48,
-                               EVAL_TASKS=2, EVAL_MAX_NEW_TOKENS=32),
+                               EVAL_TASKS=2, EVAL_MAX_NEW_TOKENS=32, SAVE_MERGED=True),
 }
 
 
