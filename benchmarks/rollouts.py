@@ -102,17 +102,19 @@ def _floor(model, prompt, rollouts, new_tokens, eos):
     return rows.tolist()
 
 
-class _PrefixCounter(logging.Handler):
-    """Counts the prompt tokens continuous batching took from its prefix cache (its debug log says each match)."""
+class _PrefixCounter(logging.Filter):
+    """Counts the prompt tokens continuous batching took from its prefix cache (its debug log says each match),
+    and drops the debug records: generate_batch swaps the logger's handlers (tqdm), so a filter is what holds."""
 
     def __init__(self):
-        super().__init__(logging.DEBUG)
+        super().__init__()
         self.tokens = 0
 
-    def emit(self, record):
+    def filter(self, record):
         message = record.getMessage()
         if message.startswith("Found a prefix match of "):
             self.tokens += int(message.split()[5])
+        return record.levelno >= logging.WARNING
 
 
 def _continuous(model, prompt, rollouts, new_tokens, eos, pad, fork: bool = False):
@@ -162,11 +164,10 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
             row = {"path": path_name}
             torch.manual_seed(0)
             counter.tokens = 0
-            saved = cb_logger.level, [(h, h.level) for h in cb_logger.handlers]
-            for handler, _ in saved[1]:        # count the cache's debug lines, print none of them
-                handler.setLevel(max(handler.level, logging.WARNING))
-            cb_logger.setLevel(logging.DEBUG)
-            cb_logger.addHandler(counter)
+            level = cb_logger.level
+            if path_name == "continuous":      # count the cache's debug lines about prefix matches
+                cb_logger.addFilter(counter)
+                cb_logger.setLevel(logging.DEBUG)
             load = os.getloadavg()[0]
             started = time.perf_counter()
             try:
@@ -175,19 +176,18 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
                 tokens = rollout_tokens(generated, eos)
                 row.update(seconds=round(seconds, 3), rollout_tokens=tokens, tokens_per_s=round(tokens / seconds, 1),
                            longest=max(len(r) for r in generated), load_average=round(load, 2))
-                if path_name.startswith("continuous"):
+                if path_name == "continuous":
                     row["prefix_tokens_reused"] = counter.tokens
+                if path_name.startswith("continuous"):
                     row["config"] = cb_config(len(prompt), rollouts, new_tokens)
                 out(f"{path_name:<12} {seconds:7.2f} s  {tokens:5d} rollout tokens  {tokens / seconds:7.1f} tokens/s"
-                    + (f"  ({counter.tokens} prompt tokens from the prefix cache)" if path_name.startswith("continuous") else ""))
+                    + (f"  ({counter.tokens} prompt tokens from the prefix cache)" if path_name == "continuous" else ""))
             except Exception as exc:   # a path that fails here is a result: keep the error, measure the others
                 row.update(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-2000:])
                 out(f"{path_name:<12} FAILED: {row['error']}")
             finally:
-                cb_logger.removeHandler(counter)
-                cb_logger.setLevel(saved[0])
-                for handler, handler_level in saved[1]:
-                    handler.setLevel(handler_level)
+                cb_logger.removeFilter(counter)
+                cb_logger.setLevel(level)
             rows.append(row)
     return {"size": size, "model": name, "rollouts": rollouts, "prompt_tokens": len(prompt),
             "max_new_tokens": new_tokens, "temperature": TEMPERATURE, "torch_threads": torch.get_num_threads(),
