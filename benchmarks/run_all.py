@@ -1,6 +1,6 @@
 """Run every benchmark; write runs/benchmarks/results.json, one PNG per benchmark and a Markdown table.
 
-    python -m benchmarks.run_all [--size tiny|full] [--only env_servers,training,precision,notebooks]
+    python -m benchmarks.run_all [--size tiny|full] [--only env_servers,training,precision,rollouts,notebooks]
                                  [--with-test-suite] [--out DIR]
 
 `make bench` runs the full size. --size tiny makes each benchmark finish in seconds (CI runs it
@@ -21,9 +21,10 @@ from pathlib import Path
 
 from helpers.metrics import run_dir
 
-from . import env_servers, notebooks, precision, training
+from . import env_servers, notebooks, precision, rollouts, training
 
-BENCHMARKS = {"env_servers": env_servers, "training": training, "precision": precision, "notebooks": notebooks}
+BENCHMARKS = {"env_servers": env_servers, "training": training, "precision": precision, "rollouts": rollouts,
+              "notebooks": notebooks}
 
 
 def machine() -> dict:
@@ -91,6 +92,19 @@ def markdown(results: dict) -> str:
         for r in prec["rows"]:
             lines.append(f"| {r['precision']} | {r['train_step_s']} | {r['probe_pass_s']} | {r['generate_s']} | "
                          f"{r['generate_tokens_per_s']} |")
+    rolls = results.get("rollouts")
+    if rolls:
+        lines += ["", f"Rollouts: {rolls['rollouts']} samples of one {rolls['prompt_tokens']}-token prompt, up to "
+                      f"{rolls['max_new_tokens']} new tokens at temperature {rolls['temperature']}, {rolls['model']} "
+                      f"(transformers {rolls['transformers']}):",
+                  "", "| path | seconds | rollout tokens | rollout tokens/s | prompt tokens from the prefix cache |",
+                  "|---|---:|---:|---:|---:|"]
+        for r in rolls["rows"]:
+            if "error" in r:
+                lines.append(f"| {r['path']} | failed: {r['error'][:120]} | | | |")
+            else:
+                lines.append(f"| {r['path']} | {r['seconds']} | {r['rollout_tokens']} | {r['tokens_per_s']} | "
+                             f"{r.get('prefix_tokens_reused', '')} |")
     nbs = results.get("notebooks")
     if nbs:
         lines += ["", "| notebook (PROFILE=tiny) | wall time (s) | ok |", "|---|---:|---|"]

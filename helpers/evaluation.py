@@ -144,8 +144,11 @@ def parse_answer_call(text: str) -> str | None:
 
 def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools=None,
                      max_new_tokens: int = 64, batch_size: int = 8, precision: str | None = None,
-                     progress: bool = True) -> list[str]:
+                     temperature: float | None = None, progress: bool = True) -> list[str]:
     """Greedy replies for each conversation, batched and left-padded; special tokens kept out.
+
+    `temperature`: None (or 0) replies greedily; a number samples at it the way GRPOTrainer does (no top-k,
+    no top-p), for measurements of the training distribution (`helpers.preflight`).
 
     `precision` ("bf16"/"fp16") generates under that autocast on the model's device, the precision the
     trainer trains in (`helpers.precision.choose_precision`): greedy replies in fp32 and bf16 differ
@@ -167,8 +170,10 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
                  for c in conversations[start:start + batch_size]]
         inputs = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
         with torch.no_grad(), autocast(precision, model.device.type):
-            out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)
+            sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature \
+                else {"do_sample": False}
+            out = model.generate(**inputs, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                 **sampling)
         for row in out[:, inputs["input_ids"].shape[1]:]:
             replies.append(tokenizer.decode(row, skip_special_tokens=False)
                            .replace(tokenizer.pad_token, "").split(tokenizer.eos_token)[0])

@@ -90,6 +90,11 @@ def trainer_metrics(trainer) -> dict:
     rewards = [h["reward"] for h in trainer.state.log_history if h.get("reward") is not None]
     if rewards:
         out["reward_curve"] = rewards
+    # GRPO's share of groups whose rollouts all scored the same (no gradient); compare with a preflight's mixed share
+    zero_std = [h["frac_reward_zero_std"] for h in trainer.state.log_history if h.get("frac_reward_zero_std") is not None]
+    if zero_std:
+        out["frac_reward_zero_std_curve"] = zero_std
+        out["frac_reward_zero_std"] = sum(zero_std) / len(zero_std)
     return out
 
 
@@ -97,7 +102,7 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
                **extra) -> Path:
     """Record a notebook run from its objects: the profile and model from `settings`, the precision
     `choose_precision` picked, whether LoRA trained, the before/after evaluation (`evaluation_metrics`), the time budget's
-    summary, the trainer's steps, knobs and reward curve (`trainer_metrics`), and whatever else the notebook
+    summary, the trainer's steps, knobs, reward curve and zero-std share (`trainer_metrics`), and whatever else the notebook
     measured (`extra`, which wins). Returns the metrics.json path."""
     metrics = {"profile": settings.profile, "model": settings.model}
     if getattr(settings, "lora", None) is not None:

@@ -59,28 +59,24 @@ class SplitEvalResult(Summarized):
                 f"answered {self.answered:.0%}  tool use: {tools or 'none'}" + (f"  by difficulty: {diff}" if diff else ""))
 
 
-def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: int = 30, max_turns: int = 4,
-                      max_new_tokens: int = 96, batch_size: int = 8, system_prompt: str | None = None,
-                      precision: str | None = None, progress: bool = True) -> SplitEvalResult:
-    """Greedy multi-turn episodes on the first `n` tasks of `split` of the ORS env at `target`.
+def play_episodes(model, tokenizer, rows, make_env, *, max_turns: int = 4, max_new_tokens: int = 96,
+                  batch_size: int = 8, system_prompt: str | None = None, precision: str | None = None,
+                  temperature: float | None = None, progress: bool = True) -> list[dict]:
+    """One multi-turn episode per task row, all played in lockstep; one sample dict per episode.
 
-    `system_prompt`, if given, is put before the task prompt, as the training data had it. `precision`:
-    the trainer's (see `helpers.evaluation.generate_replies`), so before and after are comparable.
-    """
-    from trl.experimental.openreward import OpenRewardSpec
-
-    spec = OpenRewardSpec(target, split=split, num_tasks=n)
-    tasks = spec.train_dataset  # the spec's task list; here a held-out split
-    make_env = spec.environment_factory
+    Each episode opens a session (`make_env()`, `reset(**row)`), then each turn the model replies (greedy, or
+    sampled at `temperature`), every tool call runs against the server and its result goes back, until a tool
+    says `finished` or the model stops calling tools. A row repeated k times gives k independent episodes
+    of that task (what `helpers.preflight` samples)."""
     episodes = []
-    for row in tasks:
+    for row in rows:
         env = make_env()
         prompt = [dict(m) for m in row["prompt"]]
         prompt[-1]["content"] += env.reset(**row)  # what TRL does with reset()'s string
         if system_prompt and prompt[0]["role"] != "system":
             prompt = [{"role": "system", "content": system_prompt}] + prompt
         episodes.append({"env": env, "messages": prompt, "calls": [], "done": False, "row": row})
-    tools = environment_tools(episodes[0]["env"])
+    tools = environment_tools(episodes[0]["env"]) if episodes else []
 
     for _ in range(max_turns):
         active = [e for e in episodes if not e["done"]]
@@ -88,7 +84,7 @@ def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: 
             break
         replies = generate_replies(model, tokenizer, [e["messages"] for e in active], tools=tools,
                                    max_new_tokens=max_new_tokens, batch_size=batch_size, precision=precision,
-                                   progress=progress)
+                                   temperature=temperature, progress=progress)
         for episode, reply in zip(active, replies):
             calls = parse_tool_calls(reply)
             text = strip_tool_calls(reply).replace("<|im_end|>", "").strip()
@@ -118,6 +114,23 @@ def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: 
                         "reward": env.reward, "score": float(env.reward or 0.0), "tool_calls": episode["calls"],
                         "messages": episode["messages"]})
         close_episode(env)
+    return samples
+
+
+def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: int = 30, max_turns: int = 4,
+                      max_new_tokens: int = 96, batch_size: int = 8, system_prompt: str | None = None,
+                      precision: str | None = None, progress: bool = True) -> SplitEvalResult:
+    """Greedy multi-turn episodes on the first `n` tasks of `split` of the ORS env at `target`.
+
+    `system_prompt`, if given, is put before the task prompt, as the training data had it. `precision`:
+    the trainer's (see `helpers.evaluation.generate_replies`), so before and after are comparable.
+    """
+    from trl.experimental.openreward import OpenRewardSpec
+
+    spec = OpenRewardSpec(target, split=split, num_tasks=n)
+    samples = play_episodes(model, tokenizer, spec.train_dataset, spec.environment_factory,  # here a held-out split
+                            max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                            system_prompt=system_prompt, precision=precision, progress=progress)
     total = sum(s["score"] for s in samples)
     used = defaultdict(int)
     for s in samples:

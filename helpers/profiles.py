@@ -28,6 +28,8 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # top_entropy_quantile 0.2: the loss uses only the 20 % most uncertain completion tokens (TRL takes one entropy
     # quantile over each micro-batch; tiny does too, so CI runs that code path); 1.0 = every token, TRL's default.
     # precision "auto": measured at start-up on CPU, the card's native one on CUDA (helpers.precision).
+    # preflight_n: training questions helpers.preflight samples num_generations rollouts of before training (0: skip);
+    # mixed_only: train only on those whose group was mixed (dynamic sampling); off until measured.
     "01_grpo_walkthrough": {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
                  "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
@@ -35,21 +37,24 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 48, "freeze_layers": 0,
                  "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
                  "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
-                 "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio"},
+                 "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio",
+                 "preflight_n": 3, "mixed_only": False},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                 "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                 "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104, "freeze_layers": 12,
                 "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
                 "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
-                "eval_n": 100, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio"},
+                "eval_n": 100, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
+                "preflight_n": 16, "mixed_only": False},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                 "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
                 "gradient_accumulation_steps": 4, "num_generations": 2, "max_completion_length": 256, "freeze_layers": 0,
                 "max_tool_calling_iterations": None, "temperature": 1.0, "top_entropy_quantile": 1.0, "warmup_steps": 10,
                 "activation_checkpointing": True, "precision": "auto", "lora": False, "logging_steps": 10, "log_completions": True,
-                "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio"},
+                "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio",
+                "preflight_n": 32, "mixed_only": False},
     },
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
     # warm_start True: the local teacher plays teacher_episodes train tasks through ORS, calling `calculate` in a

@@ -8,6 +8,7 @@ import pytest
 
 from helpers.grpo import RewardDelta, diagnose
 from helpers.notebooks import NOTEBOOKS_DIR, cell_outputs_text, static_problems
+from helpers.preflight import verdict
 from helpers.profiles import resolve_settings
 
 from eval_checks import assert_before_after_metrics, assert_precision_recorded
@@ -60,6 +61,23 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert "reward    │ ReasoningGymTrainEnv +" in text
     assert "write_token" not in text and 'trackio show --project "agent-rl-notebooks"' in text  # no dashboard frame
 
+    # the preflight: num_generations rollouts at the training temperature per training question, env-scored
+    assert metrics["preflight_n"] == tiny.preflight_n and metrics["preflight_k"] == metrics["num_generations"]
+    assert metrics["preflight_temperature"] == metrics["temperature"]
+    pf = {key: metrics[f"preflight_{key}"] for key in ("parse_rate", "greedy_accuracy", "sampled_accuracy",
+                                                        "sampled_exact", "pass_at_k", "mixed_share")}
+    assert all(0.0 <= share <= 1.0 for share in pf.values())
+    assert pf["sampled_exact"] <= pf["pass_at_k"] and pf["sampled_accuracy"] <= pf["parse_rate"]
+    assert pf["parse_rate"] > 0   # tiny-toolcall's calls parsed and the environment scored them
+    assert metrics["preflight_verdict"] == verdict(pf["parse_rate"], pf["mixed_share"], pf["pass_at_k"],
+                                                   pf["sampled_accuracy"], metrics["preflight_k"])[0]
+    assert f"verdict: {metrics['preflight_verdict']}" in text
+    assert metrics["mixed_only"] is False and metrics["mixed_questions"] is None
+    # TRL's share of zero-std groups, one per logged step, and its mean
+    zero_std = metrics["frac_reward_zero_std_curve"]
+    assert len(zero_std) == 2 and all(0.0 <= z <= 1.0 for z in zero_std)
+    assert metrics["frac_reward_zero_std"] == pytest.approx(sum(zero_std) / 2)
+
     # held-out evaluation before and after, same size, with intervals around the point estimates
     assert metrics["eval_n"] == 8
     assert_before_after_metrics(metrics)
@@ -106,3 +124,19 @@ def test_tiny_run_with_lora(notebook_runner):
     model = load_policy(str(saved), device="cpu")
     assert any("lora_" in name for name, _ in model.named_parameters())
     assert next(model.parameters()).dtype == torch.float32
+
+
+def test_mixed_only_trains_on_the_preflight_mixed_questions(notebook_runner):
+    """MIXED_ONLY=True (dynamic sampling): the training rows cycle over the preflight questions whose group was
+    mixed; with none mixed the run stops before training and says what to change."""
+    import papermill
+
+    try:
+        metrics, executed = notebook_runner(NB, MIXED_ONLY=True, PREFLIGHT_N=6)
+    except papermill.PapermillExecutionError as err:
+        assert "No preflight group was mixed" in str(err)
+        return
+    assert metrics["mixed_only"] is True and metrics["preflight_n"] == 6 and metrics["steps"] == 2
+    assert metrics["mixed_questions"] == round(metrics["preflight_mixed_share"] * 6) >= 1
+    assert metrics["same_question_share"] == 1.0
+    assert f"training cycles over the {metrics['mixed_questions']} of 6 questions" in cell_outputs_text(executed)

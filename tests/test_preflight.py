@@ -1,0 +1,72 @@
+"""helpers.preflight: the start policy's groups, sampled from the real tiny-toolcall model and scored by the
+real environments (a reasoning_gym server for notebook 01, calculator_env over ORS for notebook 04)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from helpers.models import resolve_model
+from helpers.preflight import preflight, reasoning_gym_sampler, verdict
+
+ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
+
+
+@pytest.fixture(scope="module")
+def tiny_toolcall():
+    path = resolve_model("tiny-toolcall")
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+def check_consistent(pf, tasks, k):
+    """What must hold between a preflight's numbers and its own groups, whatever the model."""
+    assert pf.n == len(tasks) == len(pf.groups) and pf.k == k
+    assert [g["task"] for g in pf.groups] == list(tasks) and all(len(g["rewards"]) == k for g in pf.groups)
+    for share in (pf.parse_rate, pf.greedy_accuracy, pf.sampled_accuracy, pf.sampled_exact, pf.pass_at_k,
+                  pf.mixed_share):
+        assert 0.0 <= share <= 1.0
+    rewards = [r for g in pf.groups for r in g["rewards"]]
+    assert pf.sampled_accuracy == pytest.approx(sum(rewards) / len(rewards))
+    assert pf.sampled_exact <= pf.pass_at_k          # a right rollout makes its question pass
+    assert pf.sampled_accuracy <= pf.parse_rate      # an unparsed rollout scores 0, a parsed one at most 1
+    assert pf.mixed_share == len(pf.mixed_tasks()) / pf.n
+    assert (pf.verdict, pf.advice) == verdict(pf.parse_rate, pf.mixed_share, pf.pass_at_k, pf.sampled_accuracy, k)
+    assert pf.as_metrics()["preflight_mixed_share"] == pf.mixed_share and pf.verdict in str(pf)
+
+
+def test_reasoning_gym_preflight_samples_groups_the_env_scores(rg_server, tiny_toolcall):
+    model, tokenizer = tiny_toolcall
+    sample = reasoning_gym_sampler(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, max_new_tokens=40)
+    seeds = [1_000_001, 1_000_002, 1_000_003]
+    pf = preflight(sample, seeds, k=4, temperature=1.2)
+    check_consistent(pf, seeds, 4)
+    assert pf.parse_rate > 0   # tiny-toolcall learned the call format: the environment scored its answers
+    # a greedy reply is deterministic: the same question answered twice scores the same
+    again = sample(seeds, 1, None)
+    assert [g[0]["reward"] for g in again] == [g["greedy"] for g in pf.groups]
+
+
+def test_verdicts_name_the_bottleneck():
+    assert verdict(0.2, 0.5, 0.5, 0.1, 8)[0] == "format-bound"
+    assert "too hard" in verdict(1.0, 0.05, 0.1, 0.02, 8)[1]
+    assert "too easy" in verdict(1.0, 0.05, 1.0, 0.98, 8)[1]
+    assert verdict(1.0, 0.6, 0.9, 0.5, 8)[0] == "headroom"
+
+
+def test_ors_preflight_plays_multi_turn_episodes(tiny_toolcall, tmp_path):
+    """The notebook-04 path: tasks are OpenRewardSpec rows, episodes run through the ORS server's sessions."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl.experimental.openreward import OpenRewardSpec
+
+    from helpers.openreward_local import LocalORSServer, sdk_pointed_at
+    from helpers.preflight import ors_sampler
+
+    model, tokenizer = tiny_toolcall
+    with LocalORSServer("calculator_env.server:app", log_dir=tmp_path) as server, sdk_pointed_at(server.url):
+        spec = OpenRewardSpec(server.url, split="train", num_tasks=2)
+        rows = list(spec.train_dataset)
+        pf = preflight(ors_sampler(model, tokenizer, spec, max_turns=2, max_new_tokens=40), rows, k=2,
+                       temperature=1.0)
+    check_consistent(pf, rows, 2)
