@@ -116,4 +116,6 @@ def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch)
     assert "answer    -> 'Correct.'  reward=1.0  finished=True" in text  # the hand-walked episode
     assert "-> calculate(" in text and "[tool] '" in text  # a teacher episode that used the calculator, shown
     assert "on the same 6 questions" in text  # the paired change was printed
+    assert metrics["preflight_n"] == 2 and metrics["preflight_k"] == 2  # two tasks, a group of two each
+    assert 0.0 <= metrics["preflight_mixed_share"] <= 1.0 and metrics["preflight_verdict"] in text
     assert "OPENREWARD_API_URL after stop: None" in text  # the SDK variables were restored

@@ -95,19 +95,25 @@ def test_too_many_episodes_for_the_split_says_so(ors, tmp_path_factory):
 
 
 def test_the_cpu_profile_leaves_room_for_a_whole_calculator_rollout(mixed_episodes):
-    """GRPO's max_completion_length covers every turn after the prompt (tool results included); the evaluation's
-    eval_max_new_tokens covers one assistant turn. Rendered with the Qwen3 tokenizer both student models use."""
-    from helpers.models import qwen3_tokenizer
+    """GRPO's max_completion_length covers every turn after the prompt (tool results and the closing words
+    included: a rollout cut short before its `answer` call is unscored); eval_max_new_tokens covers one assistant
+    turn. Counted with SmolLM2's own tokenizer, which splits `<tool_call>` into several tokens: a first run of the
+    cpu profile at 96 tokens cut every calculator rollout off and never earned a reward (a whole one is ~144)."""
+    from transformers import AutoTokenizer
+
+    from helpers.models import resolve_model
     from helpers.profiles import NOTEBOOK_PROFILES
 
     cpu = NOTEBOOK_PROFILES["04_openreward_spec"]["cpu"]
-    tokenizer = qwen3_tokenizer()
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(cpu["model"]))
     episode = max((e for e in mixed_episodes if e.called_calculate), key=lambda e: len(json.dumps(e.messages)))
-    prompt = tokenizer.apply_chat_template(episode.messages[:1], tokenize=False, add_generation_prompt=True,
-                                           enable_thinking=False)
-    whole = tokenizer.apply_chat_template(episode.messages, tokenize=False, enable_thinking=False)
-    completion = len(tokenizer(whole[len(prompt):])["input_ids"])
-    assert completion <= cpu["max_completion_length"], completion
-    turn = max(len(tokenizer(json.dumps(m.get("tool_calls")))["input_ids"]) for m in episode.messages
-               if m["role"] == "assistant")
-    assert turn + 10 <= cpu["eval_max_new_tokens"], turn
+    def tokens(messages):
+        text = tokenizer.apply_chat_template(messages, tokenize=False, enable_thinking=False)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    completion = tokens(episode.messages) - tokens(episode.messages[:1])
+    assert 100 < completion and completion + 8 <= cpu["max_completion_length"], completion
+    turn = max(len(tokenizer("\n<tool_call>\n" + json.dumps({"name": c["function"]["name"], "arguments": json.loads(
+        c["function"]["arguments"])}) + "\n</tool_call><|im_end|>", add_special_tokens=False)["input_ids"])
+        for m in episode.messages for c in m.get("tool_calls", []))
+    assert turn + 8 <= cpu["eval_max_new_tokens"], turn
