@@ -98,8 +98,8 @@ def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> Pai
     n = len(diffs)
     mean = sum(diffs) / n
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
-    half = z * sd / math.sqrt(n)
-    return PairedChange(n=n, change=mean, ci=(mean - half, mean + half),
+    half = z * sd / math.sqrt(n)   # scores lie in [0, 1], so a change lies in [-1, 1]
+    return PairedChange(n=n, change=mean, ci=(max(-1.0, mean - half), min(1.0, mean + half)),
                         gained=sum(d > 0 for d in diffs), lost=sum(d < 0 for d in diffs))
 
 

@@ -70,7 +70,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "eval_max_new_tokens": 48, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "teacher_episodes": 240,
                 "teacher_calculate_share": 0.3, "teacher_mistake_rate": 0.1, "sft_learning_rate": 1e-4,
-                "sft_batch_size": 8, "freeze_layers": 12, "num_tasks": 512, "max_steps": 60, "train_minutes": 25,
+                "sft_batch_size": 8, "freeze_layers": 12, "num_tasks": 512, "max_steps": 15, "train_minutes": 25,
                 "batch_size": 16, "num_generations": 8, "max_completion_length": 160, "temperature": 1.0,
                 "max_tool_calling_iterations": 2, "learning_rate": 2e-5, "eval_tasks": 90, "preflight_n": 8,
                 "eval_max_new_tokens": 64, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
