@@ -117,3 +117,19 @@ def test_the_cpu_profile_leaves_room_for_a_whole_calculator_rollout(mixed_episod
         c["function"]["arguments"])}) + "\n</tool_call><|im_end|>", add_special_tokens=False)["input_ids"])
         for m in episode.messages for c in m.get("tool_calls", []))
     assert turn + 8 <= cpu["eval_max_new_tokens"], turn
+
+
+def test_the_diagnosis_says_when_the_policy_never_calls_a_tool_or_never_tries_calculate():
+    from helpers.openreward_eval import SplitEvalResult, diagnose_tool_use
+
+    def result(tool_use, by_difficulty_tools):
+        return SplitEvalResult(split="test", n=6, accuracy=0.0, answered=0.0, tool_use=tool_use, by_difficulty={},
+                               accuracy_ci=(0.0, 0.4), tool_use_by_difficulty=by_difficulty_tools)
+
+    silent = result({}, {})
+    assert "called no tool" in diagnose_tool_use(silent, silent) and "WARM_START=True" in diagnose_tool_use(silent, silent)
+    answers_only = result({"answer": 1.0}, {"hard": {"answer": 1.0}})
+    assert "Raise TEACHER_CALCULATE_SHARE".lower() in diagnose_tool_use(answers_only, answers_only).lower()
+    learned = result({"answer": 1.0, "calculate": 1.0}, {"hard": {"answer": 1.0, "calculate": 1.0}})
+    assert "0% of episodes before, 100% after" in diagnose_tool_use(answers_only, learned)
+    assert "no shift" in diagnose_tool_use(learned, answers_only)
