@@ -101,7 +101,7 @@ def test_trainer_pool_fits_the_computed_server_cap(tmp_path, monkeypatch):
     # publishing: always a local copy; a push without a token, or to an unreachable Hub, is reported, not raised
     tokenizer = trainer.processing_class
     saved = publish(trainer, tokenizer, tmp_path / "model")
-    assert saved == {"saved_to": str(tmp_path / "model"), "pushed_to": None, "push_error": None}
+    assert saved == {"saved_to": str(tmp_path / "model"), "merged_to": None, "pushed_to": None, "push_error": None}
     assert (tmp_path / "model" / "model.safetensors").exists() and (tmp_path / "model" / "tokenizer.json").exists()
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no stored login either
