@@ -21,13 +21,11 @@ PIPELINE = ["02_sft_warmup", "01_grpo_walkthrough"]
 # Wall minutes measured on 2 idle cores (docs/measurements.md), announced before each notebook starts.
 TYPICAL_MINUTES = {("cpu", "02_sft_warmup"): 19, ("cpu", "01_grpo_walkthrough"): 29}
 
-# Run silently in the kernel before the first cell: the trainer log lines (helpers/trainer_log.py), and one
-# library deprecation notice that TRL triggers and a learner can do nothing about.
+# Run silently in the kernel before the first cell: the trainer log lines (helpers/trainer_log.py). (Importing
+# `helpers` also silences the one deprecation notice TRL triggers: see helpers/__init__.py.)
 KERNEL_SETUP = """
 from helpers.trainer_log import print_every_log
 print_every_log()
-import warnings
-warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*is deprecated", category=FutureWarning)
 """
 
 _TQDM = re.compile(r"\d+%\|")  # a text progress bar redrawn in place: only its finished state is worth a line

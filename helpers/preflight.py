@@ -10,8 +10,9 @@ This measures that before a single step, on questions of the training distributi
     pass_at_k        share of questions with at least one fully right rollout among the k
     mixed_share      share of questions whose k rewards are not all equal: the groups GRPO learns from
 
-and prints a verdict: "format-bound" (few valid tool calls), "no headroom" (few mixed groups: too
-easy or too hard) or "headroom", with what to change.
+and prints a verdict: "format-bound" (few valid tool calls), "too hot" (sampling at the training temperature
+breaks the policy: pass@k no better than greedy), "no headroom" (few mixed groups: too easy or too hard) or
+"headroom" (with the pass@k-over-greedy gap), with what to change.
 
     pf = preflight(reasoning_gym_sampler(model, tokenizer, env_url, ...), seeds, k=8, temperature=1.2)
     print(pf)                       # the numbers, the verdict and the advice
@@ -67,12 +68,20 @@ class Preflight:
                 f"verdict: {self.verdict}. {self.advice}")
 
 
-def verdict(parse_rate: float, mixed_share: float, pass_at_k: float, sampled_accuracy: float, k: int) -> tuple[str, str]:
-    """The verdict and what to change, from the measured shares."""
+def verdict(parse_rate: float, mixed_share: float, pass_at_k: float, sampled_accuracy: float, k: int,
+            greedy_accuracy: float | None = None) -> tuple[str, str]:
+    """The verdict and what to change, from the measured shares. With `greedy_accuracy` it also says whether
+    the temperature is too hot (pass@k no better than greedy: nothing for GRPO to pull the greedy answer up to)."""
     if parse_rate < FORMAT_BOUND:
         return "format-bound", (f"Only {parse_rate:.0%} of rollouts make a valid tool call, so most rewards are 0 "
                                 "whatever the answer: warm-start from an SFT checkpoint (notebook 02) or give "
                                 "the reply more tokens (max_completion_length) before tuning anything else.")
+    if greedy_accuracy is not None and greedy_accuracy > 0 and pass_at_k <= greedy_accuracy \
+            and sampled_accuracy < greedy_accuracy / 2:
+        return "too hot", (f"Sampled rollouts score {sampled_accuracy:.0%} against {greedy_accuracy:.0%} greedy, and "
+                           f"pass@{k} ({pass_at_k:.0%}) is no better than greedy: at this temperature GRPO learns "
+                           "from a broken policy and has no better answer to pull the greedy one toward. Lower "
+                           "the temperature until pass@k clearly exceeds greedy accuracy.")
     if mixed_share < LOW_MIXED:
         if pass_at_k < 0.5:
             return "no headroom", (f"Only {mixed_share:.0%} of groups are mixed and {1 - pass_at_k:.0%} of questions "
@@ -81,9 +90,11 @@ def verdict(parse_rate: float, mixed_share: float, pass_at_k: float, sampled_acc
         return "no headroom", (f"Only {mixed_share:.0%} of groups are mixed and sampled accuracy is "
                                f"{sampled_accuracy:.0%}: too easy, most groups are all right. Make the task harder "
                                "(DATASET_CONFIG) or raise the temperature.")
+    gap = (f" pass@{k} exceeds greedy accuracy by {pass_at_k - greedy_accuracy:+.0%}: the most greedy accuracy "
+           "GRPO can hope to gain on such questions." if greedy_accuracy is not None else "")
     return "headroom", (f"{mixed_share:.0%} of groups are mixed: about that share of each step's groups carries a "
-                        "gradient. Train; keeping only mixed questions (dynamic sampling) concentrates the steps "
-                        "on them.")
+                        f"gradient.{gap} Train; keeping only mixed questions (dynamic sampling) concentrates the "
+                        "steps on them.")
 
 
 def preflight(sample, tasks: list, *, k: int, temperature: float, success: float = 1.0) -> Preflight:
@@ -103,9 +114,10 @@ def preflight(sample, tasks: list, *, k: int, temperature: float, success: float
     sampled_exact = sum(float(e["reward"]) >= success for e in episodes) / len(episodes)
     pass_at_k = sum(any(r >= success for r in g["rewards"]) for g in groups) / n
     mixed_share = sum(len(set(g["rewards"])) > 1 for g in groups) / n
-    name, advice = verdict(parse_rate, mixed_share, pass_at_k, sampled_accuracy, k)
+    greedy_accuracy = sum(g["greedy"] for g in groups) / n
+    name, advice = verdict(parse_rate, mixed_share, pass_at_k, sampled_accuracy, k, greedy_accuracy)
     return Preflight(n=n, k=k, temperature=temperature, parse_rate=parse_rate,
-                     greedy_accuracy=sum(g["greedy"] for g in groups) / n, sampled_accuracy=sampled_accuracy,
+                     greedy_accuracy=greedy_accuracy, sampled_accuracy=sampled_accuracy,
                      sampled_exact=sampled_exact, pass_at_k=pass_at_k, mixed_share=mixed_share, verdict=name, advice=advice, groups=groups)
 
 

@@ -70,7 +70,8 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert pf["sampled_exact"] <= pf["pass_at_k"] and pf["sampled_accuracy"] <= pf["parse_rate"]
     assert pf["parse_rate"] > 0   # tiny-toolcall's calls parsed and the environment scored them
     assert metrics["preflight_verdict"] == verdict(pf["parse_rate"], pf["mixed_share"], pf["pass_at_k"],
-                                                   pf["sampled_accuracy"], metrics["preflight_k"])[0]
+                                                   pf["sampled_accuracy"], metrics["preflight_k"],
+                                                   pf["greedy_accuracy"])[0]
     assert f"verdict: {metrics['preflight_verdict']}" in text
     assert metrics["mixed_only"] is False and metrics["mixed_questions"] is None
     # TRL's share of zero-std groups, one per logged step, and its mean

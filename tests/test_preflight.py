@@ -32,7 +32,8 @@ def check_consistent(pf, tasks, k):
     assert pf.sampled_exact <= pf.pass_at_k          # a right rollout makes its question pass
     assert pf.sampled_accuracy <= pf.parse_rate      # an unparsed rollout scores 0, a parsed one at most 1
     assert pf.mixed_share == len(pf.mixed_tasks()) / pf.n
-    assert (pf.verdict, pf.advice) == verdict(pf.parse_rate, pf.mixed_share, pf.pass_at_k, pf.sampled_accuracy, k)
+    assert (pf.verdict, pf.advice) == verdict(pf.parse_rate, pf.mixed_share, pf.pass_at_k, pf.sampled_accuracy, k,
+                                              pf.greedy_accuracy)
     assert pf.as_metrics()["preflight_mixed_share"] == pf.mixed_share and pf.verdict in str(pf)
 
 
@@ -53,6 +54,12 @@ def test_verdicts_name_the_bottleneck():
     assert "too hard" in verdict(1.0, 0.05, 0.1, 0.02, 8)[1]
     assert "too easy" in verdict(1.0, 0.05, 1.0, 0.98, 8)[1]
     assert verdict(1.0, 0.6, 0.9, 0.5, 8)[0] == "headroom"
+    # notebook 01's checkpoint at temperature 1.2 (docs/measurements.md): sampling breaks it, pass@8 below greedy
+    name, advice = verdict(0.95, 0.38, 0.38, 0.19, 8, greedy_accuracy=0.62)
+    assert name == "too hot" and "Lower the temperature" in advice and "19%" in advice and "62%" in advice
+    # the same checkpoint at 0.9: a 19-point pass@8-over-greedy gap, the headroom GRPO can use
+    name, advice = verdict(0.98, 0.56, 0.72, 0.43, 8, greedy_accuracy=0.53)
+    assert name == "headroom" and "+19%" in advice
 
 
 def test_ors_preflight_plays_multi_turn_episodes(tiny_toolcall, tmp_path):
