@@ -4,7 +4,7 @@
                                    [--rollouts N] [--new-tokens N]
 
 One group = `rollouts` samples of notebook 01's prompt (system prompt + the `answer` tool schema + a
-chain_sum question; ~309 SmolLM2 tokens), at the training temperature (1.2, no top-k/top-p, as GRPOConfig
+chain_sum question; ~309 SmolLM2 tokens), at a training temperature (1.2, no top-k/top-p, as GRPOConfig
 samples), up to `new_tokens` each, stopping at EOS. The same group is generated four ways, side by side:
 
     repeated      `model.generate` on the prompt repeated `rollouts` times: what TRL 1.16's GRPOTrainer does
@@ -39,7 +39,7 @@ SHAPES = {  # size -> (model, rollouts, new tokens)
     "tiny": ("tiny", 4, 8),
     "full": ("smollm2-135m", 16, 100),
 }
-TEMPERATURE = 1.2            # notebook 01's cpu profile
+TEMPERATURE = 1.2            # notebook 01's cpu profile when docs/measurements.md's numbers were taken (0.9 since)
 PATHS = ("repeated", "return_seqs", "continuous", "continuous_fork", "floor")
 
 

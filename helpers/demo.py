@@ -19,7 +19,7 @@ from helpers.notebooks import NOTEBOOKS_DIR
 
 PIPELINE = ["02_sft_warmup", "01_grpo_walkthrough"]
 # Wall minutes measured on 2 idle cores (docs/measurements.md), announced before each notebook starts.
-TYPICAL_MINUTES = {("cpu", "02_sft_warmup"): 19, ("cpu", "01_grpo_walkthrough"): 29}
+TYPICAL_MINUTES = {("cpu", "02_sft_warmup"): 19, ("cpu", "01_grpo_walkthrough"): 36}
 
 # Run silently in the kernel before the first cell: the trainer log lines (helpers/trainer_log.py). (Importing
 # `helpers` also silences the one deprecation notice TRL triggers: see helpers/__init__.py.)
