@@ -300,6 +300,7 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
             f"Could not load the model {name!r}: {str(exc).splitlines()[0]} A Hub id needs a network (and, for "
             f"gated models, `huggingface-cli login`); offline, set MODEL to one of {', '.join(MODEL_NAMES)} or a "
             f"local folder.") from exc
+    align_with_tokenizer(model, path)
     if lora and not adapter:
         from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
@@ -308,6 +309,28 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
         model = get_peft_model(model, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
     return model if lora == "qlora" else model.to(device)
+
+
+def align_with_tokenizer(model, path: str) -> None:
+    """Give the model's configs the special tokens of the tokenizer saved beside it, quietly, at load time.
+
+    SFTTrainer does exactly this when it starts (transformers' `align_special_tokens`), but it announces it with a
+    red warning in the training cell (SmolLM2's generation config lacks the tokenizer's BOS): nothing a learner
+    has to act on. A folder without a tokenizer is left as it is."""
+    from transformers import AutoTokenizer
+    from transformers import logging as hf_logging
+    from transformers.trainer_utils import align_special_tokens
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError):
+        return
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        align_special_tokens(model, tokenizer)
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def save_policy(model, tokenizer, folder, *, merged: bool = False) -> Path:
