@@ -61,7 +61,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # warm_start True: the local teacher plays teacher_episodes train tasks through ORS, calling `calculate` in a
     # share teacher_calculate_share of them and answering from its own arithmetic otherwise (teacher_mistake_rate);
     # the rewarded episodes SFT the student (sft_*), so GRPO starts from a mixed policy. gpu: the seed's recipe
-    # (Qwen3 calls tools zero-shot, no warm start). Measurements: docs/notebook04.md.
+    # (Qwen3 calls tools zero-shot, no warm start). Measurements: docs/measurements.md#notebook-04.
     "04_openreward_spec": {
         "tiny": {"model": "tiny-toolcall", "warm_start": True, "teacher_episodes": 24,
                  "teacher_calculate_share": 0.5, "teacher_mistake_rate": 0.1, "sft_learning_rate": 1e-4,

@@ -93,10 +93,9 @@ _OPERATOR = re.compile(r"\s*([-+*])\s*(-?\d+)")
 def solve_expression(question: str) -> int | None:
     """The exact value of an integer `+ - *` expression at the end of a question (after its last colon),
     with `*` binding tighter: "... 39 * 76 - 27 =" -> 2937. None when it is not such an expression."""
-    match = _PRODUCT_EXPRESSION.fullmatch(question.rsplit(":", 1)[-1])
-    if not match:
+    text = question_expression(question)
+    if text is None:
         return None
-    text = match.group(1)
     first = re.match(r"-?\d+", text)
     total, term = 0, int(first.group(0))
     for op, number in _OPERATOR.findall(text[first.end():]):
