@@ -89,17 +89,10 @@ def collect_ors_episodes(target: str, teacher, *, n: int, split: str = "train", 
     `teacher`: a `helpers.sft_data.Teacher` (an OpenAI-compatible endpoint, or OpenAI itself). Episodes run
     `workers` at a time, each in its own ORS session; the result is in task order.
     """
-    import os
-
-    import openai
     from openreward import OpenReward
     from tqdm.auto import tqdm
 
-    if teacher.provider == "openai":
-        chat = openai.OpenAI(api_key=os.environ.get(teacher.api_key_env))
-    else:
-        base = teacher.url if teacher.url.rstrip("/").endswith("/v1") else teacher.url.rstrip("/") + "/v1"
-        chat = openai.OpenAI(base_url=base, api_key=os.environ.get(teacher.api_key_env) or "not-needed")
+    chat = teacher.chat_client()
     client = OpenReward(base_url=target)
     try:
         sdk_env = client.environments.get(env_name)

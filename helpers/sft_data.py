@@ -77,6 +77,19 @@ class Teacher:
     def describe(self) -> str:
         return f"OpenAI {self.model}" if self.provider == "openai" else f"{self.model} at {self.url}"
 
+    def chat_client(self):
+        """An `openai.OpenAI` client for this teacher (OpenAI itself, or the endpoint's `/v1`), for code that
+        drives the chat loop itself with tools (`helpers.ors_teacher`) instead of through `openenv collect`."""
+        import openai
+
+        key = os.environ.get(self.api_key_env)
+        if self.provider == "openai":
+            return openai.OpenAI(api_key=key)
+        base = self.url.rstrip("/")
+        if self.port and not re.search(r":\d+$", base):
+            base = f"{base}:{self.port}"
+        return openai.OpenAI(base_url=base if base.endswith("/v1") else base + "/v1", api_key=key or "not-needed")
+
 
 def openenv_executable() -> str:
     """The `openenv` console script of this Python (a notebook kernel's PATH may not include it)."""
