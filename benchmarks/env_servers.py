@@ -34,6 +34,8 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchmarks import figures
 from typing import Any
 
 from helpers.servers import LocalServer, ServerError, free_port
@@ -356,11 +358,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print) -> dict:
 
 
 def plot(result: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = figures.pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for name, data in result["servers"].items():
         xs = [lv["sessions"] for lv in data["levels"]]
@@ -372,10 +370,7 @@ def plot(result: dict, path: Path) -> Path:
     right.set(xscale="log", yscale="log", xlabel="concurrent sessions", ylabel="step p99 (ms)",
               title="Step latency, 99th percentile")
     left.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path)
 
 
 def main() -> None:

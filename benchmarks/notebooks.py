@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import figures
 from helpers.notebooks import NOTEBOOKS_DIR, run_notebook
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -76,21 +77,14 @@ def run(size: str = "full", with_test_suite: bool = False, log_dir: Path | None 
 
 
 def plot(result: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = figures.pyplot()
     rows = result["notebooks"]
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * max(1, len(rows))))
     colors = ["tab:blue" if r["ok"] else "tab:red" for r in rows]
     ax.barh([r["notebook"] for r in rows], [r["wall_s"] for r in rows], color=colors)
     ax.invert_yaxis()
     ax.set(xlabel="wall time (s), PROFILE=tiny", title="Notebook run times (red: failed)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ import platform
 import time
 from pathlib import Path
 
+from benchmarks import figures
 from helpers.precision import autocast, time_training_pass
 
 SHAPES = {  # size -> (model, train batch, train tokens, generate sequences, prompt tokens, new tokens)
@@ -77,21 +78,14 @@ def run(size: str = "full", log_dir: Path | None = None, out=print) -> dict:
 
 
 def plot(result: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = figures.pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3))
     names = [r["precision"] for r in result["rows"]]
     for ax, key, title in ((axes[0], "train_step_s", "training step (s)"), (axes[1], "generate_s", "generate (s)")):
         ax.bar(names, [r[key] for r in result["rows"]], color=["#4c72b0", "#dd8452"])
         ax.set_title(title)
     fig.suptitle(f"{result['model']} on {result['cpu']['model_name']}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path, dpi=100)
 
 
 def main() -> None:

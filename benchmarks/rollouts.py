@@ -35,6 +35,8 @@ import time
 import traceback
 from pathlib import Path
 
+from benchmarks import figures
+
 SHAPES = {  # size -> (model, rollouts, new tokens)
     "tiny": ("tiny", 4, 8),
     "full": ("smollm2-135m", 16, 100),
@@ -195,21 +197,14 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
 
 
 def plot(result: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = figures.pyplot()
     ok = [r for r in result["rows"] if "tokens_per_s" in r]
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.bar([r["path"] for r in ok], [r["tokens_per_s"] for r in ok], color="#4c72b0")
     ax.set_ylabel("rollout tokens / s")
     ax.set_title(f"{result['rollouts']} rollouts of a {result['prompt_tokens']}-token prompt, {result['model']}",
                  fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path, dpi=100)
 
 
 def main() -> None:

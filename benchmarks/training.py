@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import figures
 from helpers.models import resolve_model
 from helpers.prompts import CHAIN_SUM_CONFIG, SYSTEM_PROMPT
 from helpers.servers import LocalServer
@@ -181,11 +182,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print) -> dict:
 
 
 def plot(result: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = figures.pyplot()
     profiles = list(result["profiles"].values())
     names = [f"{p['profile']}\n({p['model']})" for p in profiles]
     env = [p["env_s_per_step"] for p in profiles]
@@ -197,10 +194,7 @@ def plot(result: dict, path: Path) -> Path:
         ax.text(i, p["s_per_step"], f"env {p['env_share_pct']:.2f} %", ha="center", va="bottom")
     ax.set(ylabel="seconds per GRPO step", yscale="log", title="Where a GRPO step goes (CPU)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path)
 
 
 def main() -> None:
