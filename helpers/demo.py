@@ -28,7 +28,26 @@ from helpers.trainer_log import print_every_log
 print_every_log()
 """
 
-_TQDM = re.compile(r"\d+%\|")  # a text progress bar redrawn in place: only its finished state is worth a line
+# A text progress bar (tqdm) is redrawn in place many times a second; the terminal gets a line at each quarter
+# (25, 50, 75 and 100 %), so a four-minute evaluation shows that it moves without flooding the screen.
+_TQDM = re.compile(r"(?P<name>[^\r]*?)(?P<percent>\d+)%\|")
+_bar_shown: dict[str, int] = {}  # bar name -> the last percentage printed
+
+
+def _bar_line_worth_showing(line: str) -> bool:
+    """True for a line that is not a progress bar, or a bar that reached its next quarter."""
+    match = _TQDM.search(line)
+    if not match:
+        return True
+    name, percent = match["name"].strip(), int(match["percent"])
+    last = _bar_shown.get(name, 0)
+    if percent < last:  # a new bar under the same name
+        last = 0
+    if percent // 25 > last // 25:
+        _bar_shown[name] = 0 if percent == 100 else percent
+        return True
+    _bar_shown[name] = last
+    return False
 
 
 def section_titles(nb) -> list[str]:
@@ -48,7 +67,7 @@ def _print_output(msg: dict, out=print) -> None:
     if kind == "stream":
         for line in content["text"].splitlines():
             line = line.rsplit("\r", 1)[-1].rstrip()
-            if line and (not _TQDM.search(line) or "100%|" in line):
+            if line and _bar_line_worth_showing(line):
                 out(f"    {line}")
     elif kind in ("display_data", "execute_result"):
         data = content.get("data", {})

@@ -43,12 +43,29 @@ def test_outputs_print_as_terminal_text():
     stream = {"msg_type": "stream", "content": {"name": "stderr", "text": "\rbar:  10%|#  | 1/10\rbar: 100%|###| 10/10\n"
                                                                       "done\n"}}
     _print_output(stream, lines.append)
-    _print_output({"msg_type": "stream", "content": {"name": "stderr", "text": "\rbar:  50%|#  | 5/10"}}, lines.append)
+    _print_output({"msg_type": "stream", "content": {"name": "stderr", "text": "\rbar:  10%|#  | 1/10"}}, lines.append)
     _print_output({"msg_type": "display_data", "content": {"data": {"text/html": "<table>",
                    "text/plain": "<IPython.core.display.HTML object>"}}}, lines.append)
     _print_output({"msg_type": "display_data", "content": {"data": {"image/png": "...",
                    "text/plain": "<Figure size 800x300 with 2 Axes>"}}}, lines.append)
     assert lines == ["    bar: 100%|###| 10/10", "    done", "    [plot: see the report]"]
+
+
+def test_a_long_progress_bar_prints_a_line_at_each_quarter():
+    lines = []
+
+    def redraw(name, done, total=10):
+        text = f"\r{name}: {100 * done // total:3d}%|{'#' * done:<10}| {done}/{total}"
+        _print_output({"msg_type": "stream", "content": {"name": "stderr", "text": text}}, lines.append)
+
+    for done in range(11):
+        redraw("generating", done)
+        if done == 4:
+            redraw("Map", 10)  # another bar in between keeps its own count
+    for done in range(4):  # the same bar again (the evaluation after training): it counts from 0 again
+        redraw("generating", done)
+    assert [line.split("|")[0].strip() for line in lines] == [
+        "generating:  30%", "Map: 100%", "generating:  50%", "generating:  80%", "generating: 100%", "generating:  30%"]
 
 
 @pytest.mark.notebook
