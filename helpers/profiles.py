@@ -119,7 +119,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # trains the same model (the run prints its estimate after two steps). Measurements: docs/measurements.md.
     "02_sft_warmup": {
         "tiny": {"model": "tiny", "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
-                 "n_episodes": 20, "teacher": "local", "teacher_model": "chain-sum-teacher",
+                 "n_episodes": 12, "teacher": "local", "teacher_model": "chain-sum-teacher",
                  "teacher_mistake_rate": 0.2, "teacher_no_tool_rate": 0.05, "teacher_shows_work": True,
                  "num_train_epochs": 1,
                  "batch_size": 4, "gradient_accumulation_steps": 1, "learning_rate": 1e-4, "warmup_steps": 0,
