@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> dict:
     for folder in (args.before, args.after):
         if not (Path(folder) / "config.json").exists():
             parser.error(f"{folder}: no model there (no config.json). Pass the folders notebook 02 and notebook 01 "
-                         "saved: runs/02_sft_warmup/checkpoint and runs/01_grpo_walkthrough/model.")
+                         "saved: runs/02_sft_warmup/checkpoint and runs/01_grpo_walkthrough/model (after a LoRA run, "
+                         "its -merged folder: SAVE_MERGED=True).")
     settings = resolve_settings(NB, args.profile)
     out = run_dir("recheck")
     url, server = server_or_url(args.env_base_url, "reasoning_gym_env.server.app:app", name="reasoning_gym",
