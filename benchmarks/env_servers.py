@@ -34,10 +34,9 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from benchmarks import figures
 from typing import Any
 
+from benchmarks import figures
 from helpers.servers import LocalServer, ServerError, free_port
 
 SIZES = {
