@@ -90,7 +90,7 @@ def verdict(parse_rate: float, mixed_share: float, pass_at_k: float, sampled_acc
         return "no headroom", (f"Only {mixed_share:.0%} of groups are mixed and sampled accuracy is "
                                f"{sampled_accuracy:.0%}: too easy, most groups are all right. Make the task harder "
                                "(DATASET_CONFIG) or raise the temperature.")
-    gap = (f" pass@{k} exceeds greedy accuracy by {pass_at_k - greedy_accuracy:+.0%}: the most greedy accuracy "
+    gap = (f" pass@{k} minus greedy accuracy: {pass_at_k - greedy_accuracy:+.0%}, the most greedy accuracy "
            "GRPO can hope to gain on such questions." if greedy_accuracy is not None else "")
     return "headroom", (f"{mixed_share:.0%} of groups are mixed: about that share of each step's groups carries a "
                         f"gradient.{gap} Train; keeping only mixed questions (dynamic sampling) concentrates the "
