@@ -143,9 +143,13 @@ def parse_answer_call(text: str) -> str | None:
 
 
 def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools=None,
-                     max_new_tokens: int = 64, batch_size: int = 8, precision: str | None = None,
+                     max_new_tokens: int = 64, batch_size: int = 32, precision: str | None = None,
                      temperature: float | None = None, progress: bool = True) -> list[str]:
-    """Greedy replies for each conversation, batched and left-padded; special tokens kept out.
+    """Greedy replies for each conversation, in their order; special tokens kept out.
+
+    The conversations are batched by prompt length, and each batch generates with `helpers.generation.generate_shared`:
+    the system prompt and tool schema every conversation starts with are computed once per batch, not once per
+    row (the same greedy replies as plain `model.generate`, tested; 2-4x faster on CPU, benchmarks/rollouts.py).
 
     `temperature`: None (or 0) replies greedily; a number samples at it the way GRPOTrainer does (no top-k,
     no top-p), for measurements of the training distribution (`helpers.preflight`).
@@ -158,32 +162,36 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
     import torch
     from tqdm.auto import tqdm
 
+    from helpers.generation import generate_shared
+
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
-    replies = []
-    batches = range(0, len(conversations), batch_size)
-    for start in tqdm(batches, desc="generating", disable=not progress):
-        texts = [tokenizer.apply_chat_template(c, tools=tools, add_generation_prompt=True, tokenize=False,
-                                               enable_thinking=False)
-                 for c in conversations[start:start + batch_size]]
-        inputs = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+    texts = [tokenizer.apply_chat_template(c, tools=tools, add_generation_prompt=True, tokenize=False,
+                                           enable_thinking=False) for c in conversations]
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    order = sorted(range(len(texts)), key=lambda i: lengths[i])    # similar lengths share a batch: less padding
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature \
+        else {"do_sample": False}
+    replies: list[str] = [""] * len(texts)
+    for start in tqdm(range(0, len(texts), batch_size), desc="generating", disable=not progress):
+        batch = order[start:start + batch_size]
+        inputs = tokenizer([texts[i] for i in batch], return_tensors="pt", padding=True,
+                           add_special_tokens=False).to(model.device)
         with torch.no_grad(), autocast(precision, model.device.type):
-            sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature \
-                else {"do_sample": False}
-            out = model.generate(**inputs, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                 **sampling)
-        for row in out[:, inputs["input_ids"].shape[1]:]:
-            replies.append(tokenizer.decode(row, skip_special_tokens=False)
-                           .replace(tokenizer.pad_token, "").split(tokenizer.eos_token)[0])
+            out = generate_shared(model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=max_new_tokens,
+                                  pad_token_id=tokenizer.pad_token_id, **sampling)
+        for i, row in zip(batch, out[:, inputs["input_ids"].shape[1]:]):
+            replies[i] = (tokenizer.decode(row, skip_special_tokens=False)
+                          .replace(tokenizer.pad_token, "").split(tokenizer.eos_token)[0])
     return replies
 
 
 def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "chain_sum",
                     dataset_config: dict | None = None, n: int = 50, seed: int = EVAL_SEED,
                     system_prompt: str = SYSTEM_PROMPT, max_new_tokens: int = 64,
-                    batch_size: int = 8, precision: str | None = None, progress: bool = True) -> EvalResult:
+                    batch_size: int = 32, precision: str | None = None, progress: bool = True) -> EvalResult:
     """Score `model` on `n` held-out questions served by the reasoning_gym env at `base_url`.
 
     `precision`: generate under that autocast (see `generate_replies`); pass the trainer's.

@@ -65,6 +65,7 @@ def sample_group(model, tokenizer, messages: list[dict], *, n: int, tools=None, 
     """
     import torch
 
+    from helpers.generation import generate_shared
     from helpers.precision import autocast
 
     text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False,
@@ -73,9 +74,10 @@ def sample_group(model, tokenizer, messages: list[dict], *, n: int, tools=None, 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     torch.manual_seed(seed)
     model.eval()
+    repeated = {key: value.repeat(n, 1) for key, value in inputs.items()}   # the group: n rows of one prompt
     with torch.no_grad(), autocast(precision, model.device.type):
-        out = model.generate(**inputs, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
-                             max_new_tokens=max_new_tokens, num_return_sequences=n, pad_token_id=pad)
+        out = generate_shared(model, repeated["input_ids"], repeated["attention_mask"], do_sample=True,
+                              temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad)
     prompt_ids = inputs["input_ids"][0].tolist()
     completion_ids = []
     for row in out[:, len(prompt_ids):].tolist():

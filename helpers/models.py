@@ -265,9 +265,14 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
     `lora=True` trains rank-`lora_rank` adapters on every linear layer instead (peft): on CUDA the frozen base
     is kept in the card's 16-bit type, the adapters in fp32. `lora="qlora"` loads the base in 4 bits (CUDA and
     bitsandbytes only). A folder that holds a saved adapter (adapter_config.json) loads as base + adapter.
+
+    The model's `generate` computes the prompt prefix its rows share once (`helpers.generation.share_prompt_prefix`):
+    GRPOTrainer's rollouts and every evaluation get it without asking.
     """
     import torch
     from transformers import AutoModelForCausalLM
+
+    from helpers.generation import share_prompt_prefix
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = resolve_model(name)
@@ -308,7 +313,9 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         model = get_peft_model(model, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
-    return model if lora == "qlora" else model.to(device)
+    # every rollout and every evaluation question starts with the same system prompt and tool schema: its keys
+    # and values are computed once per batch, not once per row (helpers/generation.py; same tokens, faster)
+    return share_prompt_prefix(model if lora == "qlora" else model.to(device))
 
 
 def align_with_tokenizer(model, path: str) -> None:

@@ -1,0 +1,128 @@
+"""Generation that does not pay the shared prompt again for every row.
+
+Every rollout of a GRPO group and every question of an evaluation starts with the same ~290 tokens (the
+system prompt and the tool schema); a group's 16 rollouts share their whole prompt. `model.generate` on a
+left-padded batch computes those tokens' keys and values once per row. `generate_shared` computes them once,
+copies them into a preallocated (static) KV cache for every row, and lets `model.generate` go on from there:
+
+    out = generate_shared(model, input_ids, attention_mask, do_sample=True, temperature=0.9, max_new_tokens=100)
+    share_prompt_prefix(model)      # GRPOTrainer's own model.generate calls (notebooks 01, 03, 04) do the same
+
+Same contract as `model.generate` on a left-padded batch: the same output tensor (the caller's prompt, then the
+new tokens), the same sampling (the caller's generation config and logits processors run unchanged) and, on
+CPU in fp32, the same tokens for the same seed (tested). Measured in `benchmarks/rollouts.py`. Falls back to
+plain `model.generate` when fewer than `MIN_SHARED` tokens are shared or the call is one it does not handle
+(beams, several sequences per prompt, a cache of the caller's).
+"""
+
+from __future__ import annotations
+
+import functools
+
+MIN_SHARED = 16       # below this the one extra forward pass costs more than it saves
+
+
+def shared_prefix_length(rows: list[list[int]]) -> int:
+    """Tokens every row starts with, leaving each row at least one token to feed `generate` (it needs one)."""
+    if not rows:
+        return 0
+    limit = min(len(r) for r in rows) - 1
+    first = rows[0]
+    n = 0
+    while n < limit and all(r[n] == first[n] for r in rows):
+        n += 1
+    return n
+
+
+def _real_rows(input_ids, attention_mask) -> list[list[int]] | None:
+    """Each row's tokens without its left padding; None when a row's padding is not all on the left."""
+    rows = []
+    for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
+        start = mask.index(1) if 1 in mask else len(mask)
+        if not all(mask[start:]):
+            return None
+        rows.append(ids[start:])
+    return rows
+
+
+def _unsupported(kwargs: dict, config) -> bool:
+    get = lambda key, default=None: kwargs.get(key, getattr(config, key, default) if config is not None else default)  # noqa: E731
+    return (any(k in kwargs for k in ("past_key_values", "inputs_embeds", "position_ids"))
+            or (get("num_beams", 1) or 1) > 1 or (get("num_return_sequences", 1) or 1) > 1
+            or get("cache_implementation") is not None or get("max_new_tokens") is None)
+
+
+def _prefilled_cache(model, prefix: list[int], rows: int, max_len: int):
+    """A static KV cache for `rows` rows whose first len(prefix) positions hold the prefix's keys and values,
+    computed once (one forward pass of batch 1) and copied to every row."""
+    import torch
+    from transformers import DynamicCache, StaticCache
+
+    once = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(input_ids=torch.tensor([prefix], device=model.device), past_key_values=once, use_cache=True,
+              logits_to_keep=1)
+    cache = StaticCache(config=model.config, max_cache_len=max_len)
+    keys = [layer.keys for layer in once.layers]
+    cache.early_initialization(batch_size=rows, num_heads=[k.shape[1] for k in keys],
+                               head_dim=[k.shape[3] for k in keys], dtype=keys[0].dtype, device=keys[0].device)
+    for layer, done in zip(cache.layers, once.layers):
+        layer.keys[:, :, :len(prefix)] = done.keys
+        layer.values[:, :, :len(prefix)] = done.values
+        layer.cumulative_length.fill_(len(prefix))
+    return cache
+
+
+def generate_shared(model, input_ids, attention_mask=None, *, generate=None, **kwargs):
+    """`model.generate(input_ids, attention_mask, **kwargs)` on a left-padded batch, with the prompt tokens all
+    rows share computed once. Returns what `generate` returns: the caller's `input_ids` followed by the new tokens
+    (or a generate output whose `sequences` are that). `generate`: the plain generate to call (default
+    `model.generate`; `share_prompt_prefix` passes the one it replaced)."""
+    import torch
+
+    generate = generate or model.generate
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    rows = None if _unsupported(kwargs, config) else _real_rows(input_ids, attention_mask)
+    shared = shared_prefix_length(rows) if rows else 0
+    if shared < MIN_SHARED:
+        return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    max_new = kwargs.get("max_new_tokens") or config.max_new_tokens
+    tail = max(len(r) for r in rows) - shared
+    pad = input_ids[0, 0].item() if attention_mask[0, 0] == 0 else 0   # any id: padded positions are masked
+    # [shared prefix][padding][each row's own tail]: positions come from the mask, so the tail's are unchanged
+    laid = [r[:shared] + [pad] * (tail - (len(r) - shared)) + r[shared:] for r in rows]
+    mask = [[1] * shared + [0] * (tail - (len(r) - shared)) + [1] * (len(r) - shared) for r in rows]
+    ids = torch.tensor(laid, device=input_ids.device)
+    cache = _prefilled_cache(model, rows[0][:shared], len(rows), shared + tail + max_new)
+    kwargs.setdefault("disable_compile", True)   # a static cache would make generate compile on a GPU
+    out = generate(input_ids=ids, attention_mask=torch.tensor(mask, device=input_ids.device),
+                   past_key_values=cache, **kwargs)
+    sequences = out if isinstance(out, torch.Tensor) else out.sequences
+    joined = torch.cat([input_ids, sequences[:, ids.shape[1]:]], dim=1)
+    if isinstance(out, torch.Tensor):
+        return joined
+    out.sequences = joined
+    return out
+
+
+def share_prompt_prefix(model):
+    """Make `model.generate` share its prompt prefix (`generate_shared`) for every caller, GRPOTrainer included:
+    TRL 1.16 without vLLM generates each rollout turn with `unwrapped_model.generate(input_ids, attention_mask,
+    generation_config)`. Returns the model; `unshare_prompt_prefix` undoes it."""
+    if getattr(model.generate, "shares_prompt_prefix", False):
+        return model
+    plain = model.generate
+    wrapped = functools.wraps(plain)(functools.partial(generate_shared, model, generate=plain))
+    wrapped.shares_prompt_prefix = True
+    model.generate = wrapped
+    return model
+
+
+def unshare_prompt_prefix(model):
+    """Back to the class's own `generate`."""
+    if getattr(model.generate, "shares_prompt_prefix", False):
+        del model.generate
+    return model

@@ -1,0 +1,176 @@
+"""helpers.generation: the shared prompt prefix computed once gives the same tokens as plain `model.generate`.
+
+Real models (the tiny tool-calling Qwen3 and SmolLM2-135M), real chat template and tool schema, real
+reasoning_gym questions; a real GRPOTrainer whose rollouts go through it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import generation
+from helpers.generation import generate_shared, share_prompt_prefix, shared_prefix_length, unshare_prompt_prefix
+from helpers.prompts import SYSTEM_PROMPT, answer_tool
+
+
+def test_shared_prefix_leaves_every_row_a_token():
+    assert shared_prefix_length([[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 9]]) == 2
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2      # identical rows: the last token is generated from
+    assert shared_prefix_length([[7, 1], [8, 1]]) == 0
+    assert shared_prefix_length([]) == 0
+
+
+def _model(name):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from helpers.models import resolve_model
+
+    path = resolve_model(name)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.padding_side = "left"
+    tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval(), tokenizer
+
+
+def _questions(n, seed=5):
+    import reasoning_gym
+
+    return [d["question"] for d in reasoning_gym.create_dataset("chain_sum", min_terms=2, max_terms=3, min_digits=1,
+                                                                max_digits=3, seed=seed, size=n)]
+
+
+def _batch(tokenizer, questions, pad_to_multiple_of=None):
+    texts = [tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": q}],
+                                           tools=[answer_tool], add_generation_prompt=True, tokenize=False,
+                                           enable_thinking=False) for q in questions]
+    return tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False,
+                     pad_to_multiple_of=pad_to_multiple_of)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tiny-toolcall", "smollm2-135m"])
+def test_greedy_replies_are_identical_to_plain_generate(name, monkeypatch):
+    """An evaluation batch (different questions, left-padded, extra padding as TRL's pad_to_multiple_of adds):
+    the same tokens as plain `generate`, and the shared path really ran (a prefix was prefilled once)."""
+    model, tokenizer = _model(name)
+    inputs = _batch(tokenizer, _questions(12), pad_to_multiple_of=64)
+    kwargs = {"max_new_tokens": 24, "do_sample": False, "pad_token_id": tokenizer.pad_token_id}
+    prefilled = []
+    real = generation._prefilled_cache
+    monkeypatch.setattr(generation, "_prefilled_cache", lambda *a, **k: prefilled.append(a[1]) or real(*a, **k))
+    with torch.no_grad():
+        plain = model.generate(**inputs, **kwargs)
+        shared = generate_shared(model, inputs["input_ids"], inputs["attention_mask"], **kwargs)
+    assert len(prefilled) == 1 and len(prefilled[0]) > 200          # the system prompt + tool schema, once
+    assert shared.shape == plain.shape
+    assert torch.equal(shared, plain)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,temperature", [("tiny-toolcall", 4.0), ("smollm2-135m", 0.9)])
+def test_a_sampled_group_is_identical_for_the_same_seed(name, temperature):
+    """A GRPO group (one prompt repeated) sampled as GRPOTrainer samples (temperature, no top-k/top-p): the same
+    tokens for the same seed, so the sampling distribution is the plain path's, not an approximation of it. (The tiny
+    model is near-certain of its reply: a high temperature makes its rows differ.)"""
+    model, tokenizer = _model(name)
+    inputs = _batch(tokenizer, _questions(1) * 6)
+    kwargs = {"max_new_tokens": 20, "do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0,
+              "pad_token_id": tokenizer.pad_token_id}
+    with torch.no_grad():
+        torch.manual_seed(3)
+        plain = model.generate(**inputs, **kwargs)
+        torch.manual_seed(3)
+        shared = generate_shared(model, inputs["input_ids"], inputs["attention_mask"], **kwargs)
+    assert torch.equal(shared, plain)
+    assert len({tuple(r) for r in plain[:, inputs["input_ids"].shape[1]:].tolist()}) > 1   # really sampled
+
+
+@pytest.mark.slow
+def test_scores_and_fallbacks_behave_like_generate(monkeypatch):
+    """What helpers.rollouts asks for (return_dict_in_generate + output_scores) comes back with the caller's prompt;
+    calls it does not handle (several sequences per prompt, too short a shared prefix) go to plain generate."""
+    model, tokenizer = _model("tiny-toolcall")
+    inputs = _batch(tokenizer, _questions(3))
+    with torch.no_grad():
+        out = generate_shared(model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=6, do_sample=False,
+                              return_dict_in_generate=True, output_scores=True, pad_token_id=tokenizer.pad_token_id)
+        plain = model.generate(**inputs, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    assert torch.equal(out.sequences, plain) and len(out.scores) == plain.shape[1] - inputs["input_ids"].shape[1]
+
+    monkeypatch.setattr(generation, "_prefilled_cache", lambda *a, **k: pytest.fail("should fall back"))
+    with torch.no_grad():
+        several = generate_shared(model, inputs["input_ids"][:1], inputs["attention_mask"][:1], max_new_tokens=4,
+                                  num_return_sequences=2, do_sample=True, pad_token_id=tokenizer.pad_token_id)
+        short = torch.tensor([[5, 6, 7], [5, 6, 8]])
+        unshared = generate_shared(model, short, max_new_tokens=3, do_sample=False, pad_token_id=0)
+    assert several.shape[0] == 2 and unshared.shape == (2, 6)
+
+
+@pytest.mark.slow
+def test_share_prompt_prefix_wraps_and_unwraps_generate_and_keeps_lora_models_working():
+    from peft import LoraConfig, get_peft_model
+
+    model, tokenizer = _model("tiny-toolcall")
+    lora = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    inputs = _batch(tokenizer, _questions(4))
+    kwargs = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": tokenizer.pad_token_id}
+    with torch.no_grad():
+        plain = lora.generate(**inputs, **kwargs)
+        assert share_prompt_prefix(lora) is lora and share_prompt_prefix(lora).generate.shares_prompt_prefix
+        shared = lora.generate(**inputs, **kwargs)
+        unshare_prompt_prefix(lora)
+        assert not getattr(lora.generate, "shares_prompt_prefix", False)
+    assert torch.equal(shared, plain)
+
+
+@pytest.mark.slow
+def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_server, monkeypatch):
+    """GRPOTrainer (TRL 1.16, no vLLM) generates its rollouts through the model's `generate`: with the model from
+    `load_policy`, each generation batch prefills the shared prompt once, and training still runs and logs a loss."""
+    import random
+
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from helpers.models import load_policy, resolve_model
+    from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
+
+    prefilled = []
+    real = generation._prefilled_cache
+    monkeypatch.setattr(generation, "_prefilled_cache", lambda *a, **k: prefilled.append(a[2]) or real(*a, **k))
+
+    class Env:
+        def __init__(self):
+            self.client = ReasoningGymEnv(base_url=rg_server.base_url).sync()
+            self.reward = 0.0
+
+        def reset(self, **kwargs) -> str:
+            self.reward = 0.0
+            return self.client.reset(dataset_name="chain_sum", seed=random.randint(0, 10**6), size=1).observation.question
+
+        def answer(self, answer: str) -> str:
+            """Submit the final answer for the current question.
+
+            Args:
+                answer: The agent's answer.
+            """
+            step = self.client.step(ReasoningGymAction(answer=str(answer)))
+            self.reward = float(step.observation.score or 0.0)
+            return f"score={self.reward}"
+
+    config = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none",
+                        save_strategy="no", logging_steps=1, per_device_train_batch_size=4, num_generations=4,
+                        max_steps=2, max_completion_length=16, max_tool_calling_iterations=1, learning_rate=1e-5,
+                        chat_template_kwargs={"enable_thinking": False})
+    rows = [[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ""}]] * 8
+    model = load_policy("tiny-toolcall")
+    assert model.generate.shares_prompt_prefix
+    trainer = GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(resolve_model("tiny-toolcall")),
+                          reward_funcs=lambda environments, **kw: [e.reward for e in environments],
+                          train_dataset=Dataset.from_dict({"prompt": rows}), args=config, environment_factory=Env)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    assert any("loss" in h for h in trainer.state.log_history)
+    assert prefilled.count(4) >= 2   # each step's 4 rollouts: the shared prompt prefilled once for all four
