@@ -1,73 +1,95 @@
-"""Rollouts: how fast can one GRPO group of rollouts be generated on this machine, and what does it cost today?
+"""Generation on this machine: a GRPO group and a held-out evaluation, every path against the machine's floor.
 
-    python -m benchmarks.rollouts [--size tiny|full] [--model NAME] [--paths repeated,floor,...]
-                                   [--rollouts N] [--new-tokens N]
+    python -m benchmarks.rollouts [--size tiny|full] [--shapes group,evaluation] [--model NAME]
 
-One group = `rollouts` samples of notebook 01's prompt (system prompt + the `answer` tool schema + a
-chain_sum question; ~309 SmolLM2 tokens), at a training temperature (1.2, no top-k/top-p, as GRPOConfig
-samples), up to `new_tokens` each, stopping at EOS. The same group is generated four ways, side by side:
+Two shapes, the two places notebook 01 spends its generation time:
 
-    repeated      `model.generate` on the prompt repeated `rollouts` times: what TRL 1.16's GRPOTrainer does
-                  without vLLM (`_generate_single_turn`: every row of the group is its own prompt)
-    return_seqs   `model.generate(num_return_sequences=rollouts)` on one prompt: transformers expands the input
-                  to `rollouts` rows before the prefill (`_expand_inputs_for_generation`), so the prefill is
-                  still paid `rollouts` times; measured to show it
-    continuous    transformers' continuous batching (`generate_batch`, paged KV cache) called as GRPOTrainer
-                  calls it with `use_transformers_continuous_batching=True`; the KV cache sized explicitly
-                  (see CB_CONFIG: TRL's default sizes it from free host memory on CPU), prefix sharing allowed,
-                  and the number of prompt tokens it reused from the cache counted
-    continuous_fork  the same with one prompt and `num_return_sequences=rollouts`: continuous batching prefills
-                  it once and forks the request, sharing the prompt's full pages (not what TRL 1.16 calls:
-                  it passes the prompt repeated)
-    floor         one prefill of the prompt, its KV cache copied to `rollouts` rows, then one batched decode
-                  loop with that cache: the least work a group needs, timed directly
+    group       one GRPO group: `rollouts` samples of notebook 01's prompt (system prompt + the `answer` tool schema +
+                a chain_sum question, ~309 SmolLM2 tokens) at its training temperature (no top-k/top-p, as
+                GRPOConfig samples), up to `new_tokens` each, stopping at EOS
+    evaluation  notebook 01's held-out evaluation: `questions` different questions (its cpu difficulty, its fixed
+                evaluation seed), greedy, up to 128 new tokens; from notebook 02's checkpoint when one exists (the
+                model notebook 01 evaluates, which writes its working), else the base model
 
-Reported per path: seconds, rollout tokens generated (up to and including EOS) and rollout tokens per second.
+Paths, each timed on the same inputs:
+
+    group:      repeated         `model.generate` on the prompt repeated: what TRL 1.16's GRPOTrainer does without vLLM
+                shared           `helpers.generation.generate_shared`: the prompt prefilled once into a static KV cache
+                                 for every row (what load_policy's models now do inside GRPOTrainer)
+                shared_bf16      the same under bf16 autocast (what a notebook runs where choose_precision picks bf16)
+                continuous_fork  transformers' continuous batching, one prompt forked `rollouts` times (a reference;
+                                 docs/measurements.md has the other continuous-batching variants)
+    evaluation: batch8           yesterday's generate_replies: plain `generate`, batches of 8 in question order
+                shared_b8/32/64  today's generate_replies (length-sorted batches, shared prefix) at 8, 32, 64 rows
+
+The floor of a shape is the least arithmetic it needs (the shared prefix processed once, each row's own prompt
+tokens and each generated token once: 2 x parameters + attention FLOPs per token) at the machine's large-product
+rate in fp32 (`benchmarks.limits`); every path is reported as floor seconds / its seconds. Evaluation paths also
+say whether their greedy replies are identical to batch8's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import time
 import traceback
 from pathlib import Path
 
-from benchmarks import figures
+from benchmarks import figures, limits
 
-SHAPES = {  # size -> (model, rollouts, new tokens)
-    "tiny": ("tiny", 4, 8),
-    "full": ("smollm2-135m", 16, 100),
+SIZES = {  # size -> model, rollouts in a group, group new tokens, evaluation questions
+    "tiny": {"model": "tiny", "rollouts": 4, "new_tokens": 8, "questions": 8},
+    "full": {"model": "smollm2-135m", "rollouts": 16, "new_tokens": 100, "questions": 150},
 }
-TEMPERATURE = 1.2            # notebook 01's cpu profile when docs/measurements.md's numbers were taken (0.9 since)
-PATHS = ("repeated", "return_seqs", "continuous", "continuous_fork", "floor")
+TEMPERATURE = 0.9            # notebook 01's cpu profile
+EVAL_NEW_TOKENS = 128        # notebook 01's cpu profile (eval_max_new_tokens)
+GROUP_PATHS = ("repeated", "shared", "shared_bf16", "continuous_fork")
+EVAL_PATHS = ("batch8", "shared_b8", "shared_b32", "shared_b64")
+PATHS = GROUP_PATHS + EVAL_PATHS
+BASELINE = {"group": "repeated", "evaluation": "batch8"}
 
 
 def cb_config(prompt_len: int, rollouts: int, new_tokens: int) -> dict:
-    """ContinuousBatchingConfig kwargs for one group: a cache just big enough (pages of 32 tokens) and batches of
-    at most two prompts' worth of tokens, so the first prompt's pages are complete and shareable before the
-    others are prefilled. TRL's default ({"max_memory_percent": 0.5}) sizes the cache from free host memory on
-    CPU: 12 GB resident and 33 s for 4 tiny rollouts, measured."""
+    """ContinuousBatchingConfig kwargs for one group: a cache just big enough (pages of 32 tokens). TRL's default
+    ({"max_memory_percent": 0.5}) sizes the cache from free host memory on CPU: 12 GB resident and 33 s for 4 tiny
+    rollouts, measured."""
     page = 32
     pages_per_request = -(-(prompt_len + new_tokens) // page) + 1
     return {"page_size": page, "num_blocks": rollouts * pages_per_request + 4,
             "max_batch_tokens": 2 * prompt_len, "max_memory_percent": 0.5}
 
 
-def group_prompt(tokenizer) -> list[int]:
-    """Notebook 01's prompt for one chain_sum question of its cpu difficulty, as the trainer tokenizes it."""
+def conversations(questions: list[str]) -> list[list[dict]]:
+    from helpers.prompts import SYSTEM_PROMPT
+
+    return [[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": q}] for q in questions]
+
+
+def prompt_ids(tokenizer, questions: list[str]) -> list[list[int]]:
+    """Notebook 01's prompts for `questions`, tokenized as the trainer and the evaluation tokenize them."""
+    from helpers.prompts import answer_tool
+
+    texts = [tokenizer.apply_chat_template(c, tools=[answer_tool], add_generation_prompt=True, tokenize=False,
+                                           enable_thinking=False) for c in conversations(questions)]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def held_out_questions(n: int, seed: int | None = None) -> list[str]:
+    """Notebook 01's held-out questions at its cpu difficulty (the evaluation's fixed seed by default)."""
     import reasoning_gym
 
-    from helpers.prompts import SYSTEM_PROMPT, answer_tool
+    from helpers.evaluation import EVAL_SEED
 
-    question = reasoning_gym.create_dataset("chain_sum", min_terms=2, max_terms=2, min_digits=2, max_digits=2,
-                                            seed=1, size=1)[0]["question"]
-    text = tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT},
-                                          {"role": "user", "content": question}], tools=[answer_tool],
-                                         add_generation_prompt=True, tokenize=False, enable_thinking=False)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+    return [d["question"] for d in reasoning_gym.create_dataset(
+        "chain_sum", min_terms=2, max_terms=2, min_digits=2, max_digits=2,
+        seed=EVAL_SEED if seed is None else seed, size=n)]
+
+
+def group_prompt(tokenizer) -> list[int]:
+    """Notebook 01's prompt for one chain_sum question of its cpu difficulty."""
+    return prompt_ids(tokenizer, held_out_questions(1, seed=1))[0]
 
 
 def rollout_tokens(rows, eos: int) -> int:
@@ -75,148 +97,183 @@ def rollout_tokens(rows, eos: int) -> int:
     return sum(row.index(eos) + 1 if eos in row else len(row) for row in rows)
 
 
-def _generate(model, prompt, rollouts, new_tokens, eos, pad, repeat: bool):
+def floor_seconds(model, prompts: list[list[int]], generated: list[int], gflops: float) -> dict:
+    """The least arithmetic a shape needs at `gflops`: the prefix all prompts share once, then each row's own prompt
+    tokens and its `generated` tokens, each token costing 2 x parameters plus attention over its context."""
+    from helpers.generation import shared_prefix_length
+
+    params = sum(p.numel() for p in model.parameters())
+    cfg = model.config
+    attention_width = cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
+    per_context = 4 * cfg.num_hidden_layers * attention_width   # QK^T and attention x V, per token of context
+    shared = shared_prefix_length(prompts)
+    flops = sum(2 * params + per_context * c for c in range(shared))
+    for prompt, new in zip(prompts, generated):
+        flops += sum(2 * params + per_context * c for c in range(shared, len(prompt) + new))
+    return {"flops": flops, "shared_prefix_tokens": shared, "floor_s": flops / (gflops * 1e9)}
+
+
+def _left_padded(prompts: list[list[int]], pad: int):
     import torch
 
-    ids = torch.tensor([prompt] * (rollouts if repeat else 1))
-    kwargs = {} if repeat else {"num_return_sequences": rollouts}
-    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=TEMPERATURE,
-                         top_k=0, top_p=1.0, max_new_tokens=new_tokens, eos_token_id=eos, pad_token_id=pad, **kwargs)
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    return ids, mask
+
+
+def _group(model, prompt, rollouts, new_tokens, eos, pad, path):
+    import torch
+
+    from helpers.generation import generate_shared
+    from helpers.precision import autocast
+
+    ids = torch.tensor([prompt] * rollouts)
+    kwargs = {"do_sample": True, "temperature": TEMPERATURE, "top_k": 0, "top_p": 1.0, "max_new_tokens": new_tokens,
+              "eos_token_id": eos, "pad_token_id": pad}
+    if path == "repeated":
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
+    elif path in ("shared", "shared_bf16"):
+        with autocast("bf16" if path == "shared_bf16" else None, "cpu"):
+            out = generate_shared(model, ids, torch.ones_like(ids), **kwargs)
+    else:
+        return _continuous_fork(model, prompt, rollouts, new_tokens, eos, pad)
     return out[:, len(prompt):].tolist()
 
 
-def _floor(model, prompt, rollouts, new_tokens, eos):
-    import torch
-
-    out = model(input_ids=torch.tensor([prompt]), use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
-    cache.batch_repeat_interleave(rollouts)          # the prompt's keys and values, shared by every row
-    logits = out.logits[:, -1].expand(rollouts, -1)
-    rows = torch.empty(rollouts, 0, dtype=torch.long)
-    done = torch.zeros(rollouts, dtype=torch.bool)
-    for _ in range(new_tokens):
-        token = torch.multinomial(torch.softmax(logits.float() / TEMPERATURE, dim=-1), 1)
-        rows = torch.cat([rows, token], dim=1)
-        done |= token[:, 0] == eos
-        if done.all():
-            break
-        logits = model(input_ids=token, past_key_values=cache, use_cache=True).logits[:, -1]
-    return rows.tolist()
-
-
-class _PrefixCounter(logging.Filter):
-    """Counts the prompt tokens continuous batching took from its prefix cache (its debug log says each match),
-    and drops the debug records: generate_batch swaps the logger's handlers (tqdm), so a filter is what holds."""
-
-    def __init__(self):
-        super().__init__()
-        self.tokens = 0
-
-    def filter(self, record):
-        message = record.getMessage()
-        if message.startswith("Found a prefix match of "):
-            self.tokens += int(message.split()[5])
-        return record.levelno >= logging.WARNING
-
-
-def _continuous(model, prompt, rollouts, new_tokens, eos, pad, fork: bool = False):
+def _continuous_fork(model, prompt, rollouts, new_tokens, eos, pad):
     from transformers import GenerationConfig
     from transformers.generation import ContinuousBatchingConfig
 
-    # the generation config GRPOTrainer builds (TRL 1.16, GRPOTrainer.__init__), and its call
     config = GenerationConfig(max_new_tokens=new_tokens, do_sample=True, pad_token_id=pad, eos_token_id=[eos],
                               temperature=TEMPERATURE, top_p=1.0, top_k=0, min_p=None, repetition_penalty=1.0,
-                              cache_implementation=None, disable_compile=True,
-                              **({"num_return_sequences": rollouts} if fork else {}))
-    outputs = model.generate_batch([prompt] * (1 if fork else rollouts), generation_config=config, progress_bar=False,
+                              cache_implementation=None, disable_compile=True, num_return_sequences=rollouts)
+    outputs = model.generate_batch([prompt], generation_config=config, progress_bar=False,
                                    continuous_batching_config=ContinuousBatchingConfig(
                                        **cb_config(len(prompt), rollouts, new_tokens)))
     return [list(o.generated_tokens) for o in outputs.values()]
 
 
+def _evaluation(model, prompts, eos, pad, path):
+    """Greedy replies to every prompt (token lists, in prompt order) the way the path batches them."""
+    import torch
+
+    from helpers.generation import generate_shared
+
+    batch = 8 if path == "batch8" else int(path.rsplit("_b", 1)[1])
+    order = list(range(len(prompts))) if path == "batch8" else sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    replies = [None] * len(prompts)
+    kwargs = {"do_sample": False, "max_new_tokens": EVAL_NEW_TOKENS, "eos_token_id": eos, "pad_token_id": pad}
+    for start in range(0, len(order), batch):
+        rows = order[start:start + batch]
+        ids, mask = _left_padded([prompts[i] for i in rows], pad)
+        out = (model.generate(input_ids=ids, attention_mask=mask, **kwargs) if path == "batch8"
+               else generate_shared(model, ids, mask, **kwargs))
+        for i, row in zip(rows, out[:, ids.shape[1]:].tolist()):
+            replies[i] = row[:row.index(eos) + 1] if eos in row else [t for t in row if t != pad]
+    return replies
+
+
+def _time(call):
+    import torch
+
+    torch.manual_seed(0)
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    generated = call()
+    return generated, time.perf_counter() - started, load
+
+
 def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: str | None = None,
-        paths: tuple[str, ...] = PATHS, rollouts: int | None = None, new_tokens: int | None = None) -> dict:
+        shapes: tuple[str, ...] = ("group", "evaluation")) -> dict:
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.models import resolve_model
+    from helpers.models import resolve_model, warm_start
 
-    name, default_rollouts, default_new = SHAPES[size]
-    name, rollouts, new_tokens = model_name or name, rollouts or default_rollouts, new_tokens or default_new
-    path = resolve_model(name)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    prompt = group_prompt(tokenizer)
-    eos = tokenizer.eos_token_id
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-    counter = _PrefixCounter()
-    from transformers.generation.continuous_batching.utils import logger as cb_logger   # where the cache logs
-    calls = {
-        "repeated": lambda: _generate(model, prompt, rollouts, new_tokens, eos, pad, repeat=True),
-        "return_seqs": lambda: _generate(model, prompt, rollouts, new_tokens, eos, pad, repeat=False),
-        "continuous": lambda: _continuous(model, prompt, rollouts, new_tokens, eos, pad),
-        "continuous_fork": lambda: _continuous(model, prompt, rollouts, new_tokens, eos, pad, fork=True),
-        "floor": lambda: _floor(model, prompt, rollouts, new_tokens, eos),
-    }
-    rows = []
-    with torch.no_grad():
-        model.generate(input_ids=torch.tensor([prompt[:8]]), max_new_tokens=2, do_sample=False, pad_token_id=pad)
-        for path_name in paths:
-            row = {"path": path_name}
-            torch.manual_seed(0)
-            counter.tokens = 0
-            level = cb_logger.level
-            if path_name == "continuous":      # count the cache's debug lines about prefix matches
-                cb_logger.addFilter(counter)
-                cb_logger.setLevel(logging.DEBUG)
-            load = os.getloadavg()[0]
-            started = time.perf_counter()
-            try:
-                generated = calls[path_name]()
-                seconds = time.perf_counter() - started
-                tokens = rollout_tokens(generated, eos)
-                row.update(seconds=round(seconds, 3), rollout_tokens=tokens, tokens_per_s=round(tokens / seconds, 1),
-                           longest=max(len(r) for r in generated), load_average=round(load, 2))
-                if path_name == "continuous":
-                    row["prefix_tokens_reused"] = counter.tokens
-                if path_name.startswith("continuous"):
-                    row["config"] = cb_config(len(prompt), rollouts, new_tokens)
-                out(f"{path_name:<12} {seconds:7.2f} s  {tokens:5d} rollout tokens  {tokens / seconds:7.1f} tokens/s"
-                    + (f"  ({counter.tokens} prompt tokens from the prefix cache)" if path_name == "continuous" else ""))
-            except Exception as exc:   # a path that fails here is a result: keep the error, measure the others
-                row.update(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-2000:])
-                out(f"{path_name:<12} FAILED: {row['error']}")
-            finally:
-                cb_logger.removeFilter(counter)
-                cb_logger.setLevel(level)
-            rows.append(row)
-    return {"size": size, "model": name, "rollouts": rollouts, "prompt_tokens": len(prompt),
-            "max_new_tokens": new_tokens, "temperature": TEMPERATURE, "torch_threads": torch.get_num_threads(),
-            "transformers": transformers.__version__, "rows": rows}
+    spec = SIZES[size]
+    machine = limits.measure(0.3 if size == "tiny" else 1.0)
+    out(f"machine: fp32 {machine['fp32_large_gflops']} GFLOP/s (large), {machine['fp32_decode_gflops']} (decode shape); "
+        f"bf16 {machine['bf16_large_gflops']} / {machine['bf16_decode_gflops']}; copy {machine['copy_gb_per_s']} GB/s; "
+        f"{machine['threads']} threads")
+    result = {"size": size, "limits": machine, "temperature": TEMPERATURE, "transformers": transformers.__version__,
+              "torch_threads": torch.get_num_threads(), "rows": []}
+    for shape in shapes:
+        name = model_name or spec["model"]
+        label = name
+        if shape == "evaluation" and not model_name and size == "full":
+            path, label = warm_start(name)      # the model notebook 01 evaluates, when notebook 02 has run
+        else:
+            path = resolve_model(name)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        eos = tokenizer.eos_token_id
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+        if shape == "group":
+            prompt = group_prompt(tokenizer)
+            prompts = [prompt] * spec["rollouts"]
+            calls = {p: (lambda p=p: _group(model, prompt, spec["rollouts"], spec["new_tokens"], eos, pad, p))
+                     for p in GROUP_PATHS}
+            result["group"] = {"model": label, "rollouts": spec["rollouts"], "prompt_tokens": len(prompt),
+                               "max_new_tokens": spec["new_tokens"]}
+        else:
+            prompts = prompt_ids(tokenizer, held_out_questions(spec["questions"]))
+            calls = {p: (lambda p=p: _evaluation(model, prompts, eos, pad, p)) for p in EVAL_PATHS}
+            result["evaluation"] = {"model": label, "questions": len(prompts), "max_new_tokens": EVAL_NEW_TOKENS,
+                                    "prompt_tokens_mean": round(sum(map(len, prompts)) / len(prompts), 1)}
+        out(f"\n{shape}: {result[shape]}")
+        baseline_replies = None
+        with torch.no_grad():
+            model.generate(input_ids=torch.tensor([prompts[0][:8]]), max_new_tokens=2, do_sample=False, pad_token_id=pad)
+            for path_name, call in calls.items():
+                row = {"shape": shape, "path": path_name}
+                try:
+                    generated, seconds, load = _time(call)
+                    lengths = [rollout_tokens([g], eos) for g in generated]
+                    floor = floor_seconds(model, prompts, lengths, machine["fp32_large_gflops"])
+                    tokens = sum(lengths)
+                    row.update(seconds=round(seconds, 2), tokens=tokens, tokens_per_s=round(tokens / seconds, 1),
+                               floor_s=round(floor["floor_s"], 2), of_floor=round(floor["floor_s"] / seconds, 3),
+                               shared_prefix_tokens=floor["shared_prefix_tokens"], load_average=round(load, 2))
+                    if shape == "evaluation":
+                        baseline_replies = baseline_replies or generated
+                        row["same_replies_as_batch8"] = sum(a == b for a, b in zip(generated, baseline_replies))
+                    out(f"  {path_name:<16} {seconds:7.2f} s  {tokens:6d} tokens  {tokens / seconds:7.1f} tokens/s  "
+                        f"{row['of_floor']:6.1%} of the floor ({row['floor_s']} s)"
+                        + (f"  same replies {row['same_replies_as_batch8']}/{len(prompts)}" if shape == "evaluation"
+                           else ""))
+                except Exception as exc:   # a path that fails here is a result: keep the error, measure the others
+                    row.update(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-2000:])
+                    out(f"  {path_name:<16} FAILED: {row['error']}")
+                result["rows"].append(row)
+        base = next((r for r in result["rows"] if r["path"] == BASELINE[shape] and "seconds" in r), None)
+        for r in result["rows"]:
+            if r["shape"] == shape and base and "tokens_per_s" in r:
+                r["speedup"] = round(r["tokens_per_s"] / base["tokens_per_s"], 2)
+    return result
 
 
 def plot(result: dict, path: Path) -> Path:
     plt = figures.pyplot()
-    ok = [r for r in result["rows"] if "tokens_per_s" in r]
-    fig, ax = plt.subplots(figsize=(6, 3))
-    ax.bar([r["path"] for r in ok], [r["tokens_per_s"] for r in ok], color="#4c72b0")
-    ax.set_ylabel("rollout tokens / s")
-    ax.set_title(f"{result['rollouts']} rollouts of a {result['prompt_tokens']}-token prompt, {result['model']}",
-                 fontsize=9)
+    shapes = [s for s in ("group", "evaluation") if s in result]
+    fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 3), squeeze=False)
+    for ax, shape in zip(axes[0], shapes):
+        ok = [r for r in result["rows"] if r["shape"] == shape and "of_floor" in r]
+        ax.bar([r["path"] for r in ok], [100 * r["of_floor"] for r in ok], color="#4c72b0")
+        ax.set_ylabel("% of the machine's floor")
+        ax.set_title(f"{shape}: {result[shape]['model'][:40]}", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7, rotation=20)
     return figures.save(fig, path, dpi=100)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=list(SHAPES), default="full")
-    parser.add_argument("--model", default=None, help="a model name for helpers.models.resolve_model (default: the size's)")
-    parser.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated subset of {', '.join(PATHS)}")
-    parser.add_argument("--rollouts", type=int, default=None, help="rollouts in the group (default: the size's)")
-    parser.add_argument("--new-tokens", type=int, default=None, help="max new tokens per rollout (default: the size's)")
+    parser.add_argument("--size", choices=list(SIZES), default="full")
+    parser.add_argument("--model", default=None, help="a model name for helpers.models.resolve_model")
+    parser.add_argument("--shapes", default="group,evaluation", help="comma-separated subset of group, evaluation")
     args = parser.parse_args()
-    print(json.dumps(run(args.size, model_name=args.model, paths=tuple(args.paths.split(",")), rollouts=args.rollouts,
-                         new_tokens=args.new_tokens), indent=1))
+    print(json.dumps(run(args.size, model_name=args.model, shapes=tuple(args.shapes.split(","))), indent=1))
 
 
 if __name__ == "__main__":

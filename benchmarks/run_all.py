@@ -94,17 +94,31 @@ def markdown(results: dict) -> str:
                          f"{r['generate_tokens_per_s']} |")
     rolls = results.get("rollouts")
     if rolls:
-        lines += ["", f"Rollouts: {rolls['rollouts']} samples of one {rolls['prompt_tokens']}-token prompt, up to "
-                      f"{rolls['max_new_tokens']} new tokens at temperature {rolls['temperature']}, {rolls['model']} "
-                      f"(transformers {rolls['transformers']}):",
-                  "", "| path | seconds | rollout tokens | rollout tokens/s | prompt tokens from the prefix cache |",
-                  "|---|---:|---:|---:|---:|"]
-        for r in rolls["rows"]:
-            if "error" in r:
-                lines.append(f"| {r['path']} | failed: {r['error'][:120]} | | | |")
-            else:
-                lines.append(f"| {r['path']} | {r['seconds']} | {r['rollout_tokens']} | {r['tokens_per_s']} | "
-                             f"{r.get('prefix_tokens_reused', '')} |")
+        lim = rolls["limits"]
+        lines += ["", f"Generation (transformers {rolls['transformers']}, {rolls['torch_threads']} threads). The machine: "
+                      f"fp32 {lim['fp32_large_gflops']} GFLOP/s on a large product, {lim['fp32_decode_gflops']} at a decode "
+                      f"step's shape; bf16 {lim['bf16_large_gflops']} / {lim['bf16_decode_gflops']}; copy "
+                      f"{lim['copy_gb_per_s']} GB/s. The floor: the shape's FLOPs (shared prefix once) at the fp32 "
+                      f"large-product rate."]
+        for shape in ("group", "evaluation"):
+            if shape not in rolls:
+                continue
+            info = rolls[shape]
+            what = (f"{info['rollouts']} rollouts of one {info['prompt_tokens']}-token prompt, up to "
+                    f"{info['max_new_tokens']} new tokens at temperature {rolls['temperature']}" if shape == "group" else
+                    f"{info['questions']} held-out questions (~{info['prompt_tokens_mean']} prompt tokens), greedy, up "
+                    f"to {info['max_new_tokens']} new tokens")
+            lines += ["", f"{shape}: {what}; {info['model']}", "",
+                      "| path | seconds | tokens | tokens/s | vs today | of the floor | same replies |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
+            for r in rolls["rows"]:
+                if r["shape"] != shape:
+                    continue
+                if "error" in r:
+                    lines.append(f"| {r['path']} | failed: {r['error'][:120]} | | | | | |")
+                else:
+                    lines.append(f"| {r['path']} | {r['seconds']} | {r['tokens']} | {r['tokens_per_s']} | "
+                                 f"{r.get('speedup', '')}x | {r['of_floor']:.0%} | {r.get('same_replies_as_batch8', '')} |")
     nbs = results.get("notebooks")
     if nbs:
         lines += ["", "| notebook (PROFILE=tiny) | wall time (s) | ok |", "|---|---:|---|"]

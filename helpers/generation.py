@@ -54,19 +54,30 @@ def _unsupported(kwargs: dict, config) -> bool:
 
 def _prefilled_cache(model, prefix: list[int], rows: int, max_len: int):
     """A static KV cache for `rows` rows whose first len(prefix) positions hold the prefix's keys and values,
-    computed once (one forward pass of batch 1) and copied to every row."""
+    computed once (one forward pass of batch 1) and copied to every row; None for a model whose cache is not
+    one plain static layer per decoder layer (sliding-window or linear-attention layers)."""
     import torch
     from transformers import DynamicCache, StaticCache
+    from transformers.cache_utils import StaticLayer
 
+    class PrefilledLayer(StaticLayer):
+        """A static layer that stores new keys and values in its own dtype. Under autocast the values come out of
+        a bf16 product; plain generate's cache (torch.cat onto fp32) turns them into fp32 too, and so does this."""
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            return super().update(key_states.to(self.keys.dtype), value_states.to(self.values.dtype), *args, **kwargs)
+
+    cache = StaticCache(config=model.config, max_cache_len=max_len)
+    if any(type(layer) is not StaticLayer for layer in cache.layers):
+        return None
     once = DynamicCache(config=model.config)
     with torch.no_grad():
         model(input_ids=torch.tensor([prefix], device=model.device), past_key_values=once, use_cache=True,
               logits_to_keep=1)
-    cache = StaticCache(config=model.config, max_cache_len=max_len)
-    keys = [layer.keys for layer in once.layers]
-    cache.early_initialization(batch_size=rows, num_heads=[k.shape[1] for k in keys],
-                               head_dim=[k.shape[3] for k in keys], dtype=keys[0].dtype, device=keys[0].device)
+    cache.layers = [PrefilledLayer(max_cache_len=max_len) for _ in once.layers]
     for layer, done in zip(cache.layers, once.layers):
+        layer.lazy_initialization(done.keys.expand(rows, -1, -1, -1), done.values.expand(rows, -1, -1, -1))
+        layer.values = layer.values.to(done.values.dtype)   # lazy_initialization gives both the keys' dtype
         layer.keys[:, :, :len(prefix)] = done.keys
         layer.values[:, :, :len(prefix)] = done.values
         layer.cumulative_length.fill_(len(prefix))
@@ -97,6 +108,8 @@ def generate_shared(model, input_ids, attention_mask=None, *, generate=None, **k
     mask = [[1] * shared + [0] * (tail - (len(r) - shared)) + [1] * (len(r) - shared) for r in rows]
     ids = torch.tensor(laid, device=input_ids.device)
     cache = _prefilled_cache(model, rows[0][:shared], len(rows), shared + tail + max_new)
+    if cache is None:
+        return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     kwargs.setdefault("disable_compile", True)   # a static cache would make generate compile on a GPU
     out = generate(input_ids=ids, attention_mask=torch.tensor(mask, device=input_ids.device),
                    past_key_values=cache, **kwargs)

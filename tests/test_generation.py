@@ -49,17 +49,20 @@ def _batch(tokenizer, questions, pad_to_multiple_of=None):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["tiny-toolcall", "smollm2-135m"])
-def test_greedy_replies_are_identical_to_plain_generate(name, monkeypatch):
+@pytest.mark.parametrize("name,precision", [("tiny-toolcall", None), ("smollm2-135m", None), ("tiny-toolcall", "bf16")])
+def test_greedy_replies_are_identical_to_plain_generate(name, precision, monkeypatch):
     """An evaluation batch (different questions, left-padded, extra padding as TRL's pad_to_multiple_of adds):
-    the same tokens as plain `generate`, and the shared path really ran (a prefix was prefilled once)."""
+    the same tokens as plain `generate`, in fp32 and under the bf16 autocast a notebook may train in, and the
+    shared path really ran (a prefix was prefilled once)."""
+    from helpers.precision import autocast
+
     model, tokenizer = _model(name)
     inputs = _batch(tokenizer, _questions(12), pad_to_multiple_of=64)
     kwargs = {"max_new_tokens": 24, "do_sample": False, "pad_token_id": tokenizer.pad_token_id}
     prefilled = []
     real = generation._prefilled_cache
     monkeypatch.setattr(generation, "_prefilled_cache", lambda *a, **k: prefilled.append(a[1]) or real(*a, **k))
-    with torch.no_grad():
+    with torch.no_grad(), autocast(precision, "cpu"):
         plain = model.generate(**inputs, **kwargs)
         shared = generate_shared(model, inputs["input_ids"], inputs["attention_mask"], **kwargs)
     assert len(prefilled) == 1 and len(prefilled[0]) > 200          # the system prompt + tool schema, once
