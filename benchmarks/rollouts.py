@@ -233,8 +233,8 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
                     lengths = [rollout_tokens([g], eos) for g in generated]
                     floor = floor_seconds(model, prompts, lengths, machine["fp32_large_gflops"])
                     tokens = sum(lengths)
-                    row.update(seconds=round(seconds, 2), tokens=tokens, tokens_per_s=round(tokens / seconds, 1),
-                               floor_s=round(floor["floor_s"], 2), of_floor=round(floor["floor_s"] / seconds, 3),
+                    row.update(seconds=round(seconds, 3), tokens=tokens, tokens_per_s=round(tokens / seconds, 1),
+                               floor_s=round(floor["floor_s"], 3), of_floor=round(floor["floor_s"] / seconds, 3),
                                shared_prefix_tokens=floor["shared_prefix_tokens"], load_average=round(load, 2))
                     if shape == "evaluation":
                         baseline_replies = baseline_replies or generated

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import copy
 
+from helpers import THREADS_IN_EFFECT
+from helpers.threads import describe as describe_threads
+
 PROFILE_NAMES = ("tiny", "cpu", "gpu")
 
 # notebook -> profile -> settings. Every profile of a notebook has the same keys.
@@ -232,6 +235,7 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     if not quiet:
         how = "given" if profile else "picked by hardware"
         print(f"PROFILE = {name!r} ({how}); overridden: {', '.join(overridden) or 'nothing'}")
+        print(describe_threads(THREADS_IN_EFFECT))
         if card:
             print(f"this {gpu.memory_gib:.0f} GiB card ({card_class(gpu.memory_gib)} class) sets: "
                   + ", ".join(f"{k}={v!r}" for k, v in card.items()))

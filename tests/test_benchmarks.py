@@ -54,35 +54,46 @@ def test_every_benchmark_imports_and_its_table_renders():
         "precision": {"model": "tiny", "cpu": {"model_name": "x", "flags": []},
                       "rows": [{"precision": "bf16", "train_step_s": 1, "probe_pass_s": 1, "generate_s": 1,
                                 "generate_tokens_per_s": 1}]},
-        "rollouts": {"rollouts": 4, "prompt_tokens": 265, "max_new_tokens": 8, "temperature": 1.2, "model": "tiny",
-                     "transformers": "5", "rows": [{"path": "floor", "seconds": 1, "rollout_tokens": 32,
-                                                    "tokens_per_s": 32}, {"path": "continuous", "error": "E: x"}]},
+        "rollouts": {"temperature": 0.9, "transformers": "5", "torch_threads": 2,
+                     "limits": {"fp32_large_gflops": 100, "fp32_decode_gflops": 60, "bf16_large_gflops": 200,
+                                "bf16_decode_gflops": 90, "copy_gb_per_s": 30},
+                     "group": {"model": "tiny", "rollouts": 4, "prompt_tokens": 265, "max_new_tokens": 8},
+                     "rows": [{"shape": "group", "path": "shared", "seconds": 1, "tokens": 32, "tokens_per_s": 32,
+                               "speedup": 2.0, "of_floor": 0.25},
+                              {"shape": "group", "path": "continuous_fork", "error": "E: x"}]},
         "notebooks": {"notebooks": [{"notebook": "harness_smoke", "wall_s": 1.0, "ok": True}]},
     })
     assert "| tiny | tiny-toolcall |" in table and "| bf16 |" in table and "| harness_smoke |" in table
-    assert "| floor | 1 | 32 | 32 |" in table and "| continuous | failed: E: x |" in table
+    assert "| shared | 1 | 32 | 32 | 2.0x | 25% |  |" in table and "| continuous_fork | failed: E: x |" in table
+    assert "fp32 100 GFLOP/s" in table
 
 
-def test_rollouts_benchmark_times_every_path_with_the_tiny_model(tmp_path):
-    """Each way of generating one GRPO group runs on the tiny model and produces the group's rollout tokens; the
-    continuous-batching path reuses the shared prompt's full pages from its prefix cache."""
+def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tmp_path):
+    """Both shapes (a GRPO group, an evaluation) run every path on the tiny model: each produces its tokens, is
+    reported against the floor computed from the measured GEMM rate, and the evaluation paths give the same
+    greedy replies as yesterday's batches of 8."""
     env = {**os.environ, "AGENT_RL_RUNS": str(tmp_path / "runs")}
     proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--only", "rollouts",
                            "--out", str(tmp_path)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((tmp_path / "results.json").read_text())["rollouts"]
-    from benchmarks.rollouts import PATHS
+    from benchmarks.rollouts import EVAL_PATHS, GROUP_PATHS
 
-    rows = {r["path"]: r for r in data["rows"]}
-    assert list(rows) == list(PATHS) and data["prompt_tokens"] > 200
-    for name, row in rows.items():
+    assert data["limits"]["fp32_large_gflops"] > 0 and data["limits"]["copy_gb_per_s"] > 0
+    rows = {(r["shape"], r["path"]): r for r in data["rows"]}
+    assert list(rows) == [("group", p) for p in GROUP_PATHS] + [("evaluation", p) for p in EVAL_PATHS]
+    group, evaluation = data["group"], data["evaluation"]
+    assert group["prompt_tokens"] > 200
+    for (shape, name), row in rows.items():
         assert "error" not in row, (name, row.get("traceback"))
-        # every rollout produced at least one token and at most max_new_tokens
-        assert data["rollouts"] <= row["rollout_tokens"] <= data["rollouts"] * data["max_new_tokens"], name
-        assert row["tokens_per_s"] == pytest.approx(row["rollout_tokens"] / row["seconds"], rel=0.01)
-    # TRL's repeated prompts: the prompts after the first batch find its full pages in the cache
-    page = rows["continuous"]["config"]["page_size"]
-    assert rows["continuous"]["prefix_tokens_reused"] > 0 and rows["continuous"]["prefix_tokens_reused"] % page == 0
+        assert row["tokens_per_s"] == pytest.approx(row["tokens"] / row["seconds"], rel=0.02)
+        assert 0 < row["floor_s"] and row["of_floor"] == pytest.approx(row["floor_s"] / row["seconds"], rel=0.05)
+        if shape == "group":   # every rollout produced at least one token and at most max_new_tokens
+            assert group["rollouts"] <= row["tokens"] <= group["rollouts"] * group["max_new_tokens"], name
+            assert row["shared_prefix_tokens"] == group["prompt_tokens"] - 1
+        else:
+            assert row["same_replies_as_batch8"] == evaluation["questions"], name
+            assert row["shared_prefix_tokens"] > 200          # the system prompt + tool schema
     assert (tmp_path / "rollouts.png").stat().st_size > 5_000
-    assert "| repeated |" in (tmp_path / "results.md").read_text()
+    assert "| shared_b32 |" in (tmp_path / "results.md").read_text()
