@@ -20,7 +20,8 @@ Paths, each timed on the same inputs:
                 continuous_fork  transformers' continuous batching, one prompt forked `rollouts` times (a reference;
                                  docs/measurements.md has the other continuous-batching variants)
     evaluation: batch8           yesterday's generate_replies: plain `generate`, batches of 8 in question order
-                shared_b8/32/64  today's generate_replies (length-sorted batches, shared prefix) at 8, 32, 64 rows
+                shared_b8/32/64  today's generate_replies (length-sorted batches, shared prefix) at 8, 32 and 64
+                                 rows (64: its default)
 
 The floor of a shape is the least arithmetic it needs (the shared prefix processed once, each row's own prompt
 tokens and each generated token once: 2 x parameters + attention FLOPs per token) at the machine's large-product
