@@ -34,6 +34,8 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # preflight_n: training questions helpers.preflight samples num_generations rollouts of before training (0: skip);
     # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu's temperature 0.9: the
     # checkpoint's pass@8 is 72 % there against 38 % at 1.2, below its greedy 53-62 % (docs/measurements.md#notebook-01).
+    # cpu's eval_n 450: generation with the shared prompt prefix scores 450 questions in the time 150 took before
+    # (the paired interval's half width ~4.4 points instead of ~7.7; docs/measurements.md#notebook-01).
     "01_grpo_walkthrough": {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
                  "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
@@ -49,7 +51,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104, "freeze_layers": 12,
                 "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0,
                 "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
-                "eval_n": 150, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
+                "eval_n": 450, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
                 "preflight_n": 32, "mixed_only": True},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
