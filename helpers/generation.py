@@ -6,13 +6,15 @@ left-padded batch computes those tokens' keys and values once per row. `generate
 copies them into a preallocated (static) KV cache for every row, and lets `model.generate` go on from there:
 
     out = generate_shared(model, input_ids, attention_mask, do_sample=True, temperature=0.9, max_new_tokens=100)
-    share_prompt_prefix(model)      # GRPOTrainer's own model.generate calls (notebooks 01, 03, 04) do the same
+    share_prompt_prefix(model)      # model.generate does it for every caller; load_policy's models come with it,
+                                    # so GRPOTrainer's rollouts in notebooks 00, 01, 03 and 04 get it
 
 Same contract as `model.generate` on a left-padded batch: the same output tensor (the caller's prompt, then the
-new tokens), the same sampling (the caller's generation config and logits processors run unchanged) and, on
-CPU in fp32, the same tokens for the same seed (tested). Measured in `benchmarks/rollouts.py`. Falls back to
-plain `model.generate` when fewer than `MIN_SHARED` tokens are shared or the call is one it does not handle
-(beams, several sequences per prompt, a cache of the caller's).
+new tokens), the same sampling (the caller's generation config and logits processors run unchanged) and, in
+fp32, the same tokens for the same seed (tested). Under bf16 autocast a product's rounding depends on its shape,
+so a few greedy replies can differ, as they differ between precisions (docs/measurements.md#notebook-01).
+Measured in `benchmarks/rollouts.py`. Falls back to plain `model.generate` when fewer than `MIN_SHARED` tokens are
+shared or the call is one it does not handle (beams, several sequences per prompt, a cache of the caller's).
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ def _real_rows(input_ids, attention_mask) -> list[list[int]] | None:
 
 
 def _unsupported(kwargs: dict, config) -> bool:
-    get = lambda key, default=None: kwargs.get(key, getattr(config, key, default) if config is not None else default)  # noqa: E731
+    """A call `generate_shared` leaves to plain generate: its own cache or embeddings, beams, several sequences per
+    prompt, a cache implementation asked for, or no `max_new_tokens` to size the cache with."""
+    def get(key, default=None):
+        return kwargs.get(key, getattr(config, key, default) if config is not None else default)
+
     return (any(k in kwargs for k in ("past_key_values", "inputs_embeds", "position_ids"))
             or (get("num_beams", 1) or 1) > 1 or (get("num_return_sequences", 1) or 1) > 1
             or get("cache_implementation") is not None or get("max_new_tokens") is None)
