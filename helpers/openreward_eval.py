@@ -60,7 +60,7 @@ class SplitEvalResult(Summarized):
 
 
 def play_episodes(model, tokenizer, rows, make_env, *, max_turns: int = 4, max_new_tokens: int = 96,
-                  batch_size: int = 64, system_prompt: str | None = None, precision: str | None = None,
+                  batch_size: int | None = None, system_prompt: str | None = None, precision: str | None = None,
                   temperature: float | None = None, progress: bool = True) -> list[dict]:
     """One multi-turn episode per task row, all played in lockstep; one sample dict per episode.
 
@@ -118,7 +118,7 @@ def play_episodes(model, tokenizer, rows, make_env, *, max_turns: int = 4, max_n
 
 
 def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: int = 30, max_turns: int = 4,
-                      max_new_tokens: int = 96, batch_size: int = 64, system_prompt: str | None = None,
+                      max_new_tokens: int = 96, batch_size: int | None = None, system_prompt: str | None = None,
                       precision: str | None = None, progress: bool = True) -> SplitEvalResult:
     """Greedy multi-turn episodes on the first `n` tasks of `split` of the ORS env at `target`.
 

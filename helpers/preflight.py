@@ -123,7 +123,7 @@ def preflight(sample, tasks: list, *, k: int, temperature: float, success: float
 
 def reasoning_gym_sampler(model, tokenizer, base_url: str, *, dataset_name: str = "chain_sum",
                           dataset_config: dict | None = None, system_prompt: str | None = None,
-                          max_new_tokens: int = 64, batch_size: int = 64, precision: str | None = None,
+                          max_new_tokens: int = 64, batch_size: int | None = None, precision: str | None = None,
                           progress: bool = False):
     """A sampler for `preflight` on a reasoning_gym server; tasks are question seeds (notebook 01's
     `question_seed` column: `reset(seed=s, size=1)` serves that question). One-turn episodes: the reply's
@@ -158,7 +158,7 @@ def reasoning_gym_sampler(model, tokenizer, base_url: str, *, dataset_name: str 
     return sample
 
 
-def ors_sampler(model, tokenizer, spec, *, max_turns: int = 4, max_new_tokens: int = 96, batch_size: int = 64,
+def ors_sampler(model, tokenizer, spec, *, max_turns: int = 4, max_new_tokens: int = 96, batch_size: int | None = None,
                 system_prompt: str | None = None, precision: str | None = None, progress: bool = False):
     """A sampler for `preflight` on an ORS environment through a `trl.experimental.openreward.OpenRewardSpec`;
     tasks are rows of `spec.train_dataset`. Multi-turn episodes (`helpers.openreward_eval.play_episodes`);
