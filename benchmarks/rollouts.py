@@ -114,15 +114,6 @@ def floor_seconds(model, prompts: list[list[int]], generated: list[int], gflops:
     return {"flops": flops, "shared_prefix_tokens": shared, "floor_s": flops / (gflops * 1e9)}
 
 
-def _left_padded(prompts: list[list[int]], pad: int):
-    import torch
-
-    width = max(len(p) for p in prompts)
-    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    return ids, mask
-
-
 def _group(model, prompt, rollouts, new_tokens, eos, pad, path):
     import torch
 
@@ -156,23 +147,18 @@ def _continuous_fork(model, prompt, rollouts, new_tokens, eos, pad):
 
 
 def _evaluation(model, prompts, eos, pad, path):
-    """Greedy replies to every prompt (token lists, in prompt order) the way the path batches them."""
-    import torch
+    """Greedy replies to every prompt (token lists, in prompt order, cut after EOS) the way the path batches them."""
+    from helpers.generation import generate_in_batches, left_pad
 
-    from helpers.generation import generate_shared
-
-    batch = 8 if path == "batch8" else int(path.rsplit("_b", 1)[1])
-    order = list(range(len(prompts))) if path == "batch8" else sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    replies = [None] * len(prompts)
     kwargs = {"do_sample": False, "max_new_tokens": EVAL_NEW_TOKENS, "eos_token_id": eos, "pad_token_id": pad}
-    for start in range(0, len(order), batch):
-        rows = order[start:start + batch]
-        ids, mask = _left_padded([prompts[i] for i in rows], pad)
-        out = (model.generate(input_ids=ids, attention_mask=mask, **kwargs) if path == "batch8"
-               else generate_shared(model, ids, mask, **kwargs))
-        for i, row in zip(rows, out[:, ids.shape[1]:].tolist()):
-            replies[i] = row[:row.index(eos) + 1] if eos in row else [t for t in row if t != pad]
-    return replies
+    if path == "batch8":    # yesterday's generate_replies: plain generate, batches of 8 in question order
+        rows = []
+        for start in range(0, len(prompts), 8):
+            ids, mask = left_pad(prompts[start:start + 8], pad)
+            rows += model.generate(input_ids=ids, attention_mask=mask, **kwargs)[:, ids.shape[1]:].tolist()
+    else:
+        rows = generate_in_batches(model, prompts, batch_size=int(path.rsplit("_b", 1)[1]), **kwargs)
+    return [row[:row.index(eos) + 1] if eos in row else [t for t in row if t != pad] for row in rows]
 
 
 def _time(call):

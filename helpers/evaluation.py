@@ -155,9 +155,10 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
     """Greedy replies for each conversation, in their order; special tokens kept out.
 
     The conversations are batched by prompt length (`batch_size` rows; None: `default_batch_size`), and each batch
-    generates with `helpers.generation.generate_shared`: the system prompt and tool schema every conversation starts
-    with are computed once per batch, not once per row. The same greedy replies as plain `model.generate` (tested); on two CPU cores notebook 01's 150-question
-    evaluation takes 86 s instead of 281 s in yesterday's batches of 8 (benchmarks/rollouts.py, docs/measurements.md).
+    generates with `helpers.generation.generate_shared`: the system prompt and tool schema every conversation
+    starts with are computed once per batch, not once per row. The same greedy replies as plain `model.generate`
+    (tested); on two CPU cores notebook 01's 150-question evaluation takes 86 s instead of 281 s in yesterday's
+    batches of 8 (benchmarks/rollouts.py, docs/measurements.md).
 
     `temperature`: None (or 0) replies greedily; a number samples at it the way GRPOTrainer does (no top-k,
     no top-p), for measurements of the training distribution (`helpers.preflight`).
@@ -168,32 +169,24 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
     use the same setting. None or "fp32" leave the precision as the caller set it (an outer autocast stays on).
     """
     import torch
-    from tqdm.auto import tqdm
 
-    from helpers.generation import generate_shared
+    from helpers.generation import generate_in_batches
 
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    batch_size = batch_size or default_batch_size(model)
     model.eval()
     texts = [tokenizer.apply_chat_template(c, tools=tools, add_generation_prompt=True, tokenize=False,
                                            enable_thinking=False) for c in conversations]
-    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-    order = sorted(range(len(texts)), key=lambda i: lengths[i])    # similar lengths share a batch: less padding
+    prompts = tokenizer(texts, add_special_tokens=False)["input_ids"]
     sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature \
         else {"do_sample": False}
-    replies: list[str] = [""] * len(texts)
-    for start in tqdm(range(0, len(texts), batch_size), desc="generating", disable=not progress):
-        batch = order[start:start + batch_size]
-        inputs = tokenizer([texts[i] for i in batch], return_tensors="pt", padding=True,
-                           add_special_tokens=False).to(model.device)
-        with torch.no_grad(), autocast(precision, model.device.type):
-            out = generate_shared(model, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=max_new_tokens,
-                                  pad_token_id=tokenizer.pad_token_id, **sampling)
-        for i, row in zip(batch, out[:, inputs["input_ids"].shape[1]:]):
-            replies[i] = (tokenizer.decode(row, skip_special_tokens=False)
-                          .replace(tokenizer.pad_token, "").split(tokenizer.eos_token)[0])
+    with torch.no_grad(), autocast(precision, model.device.type):
+        new_tokens = generate_in_batches(model, prompts, batch_size=batch_size or default_batch_size(model),
+                                         pad_token_id=tokenizer.pad_token_id, progress=progress,
+                                         max_new_tokens=max_new_tokens, **sampling)
+    replies = [tokenizer.decode(row, skip_special_tokens=False).replace(tokenizer.pad_token, "")
+               .split(tokenizer.eos_token)[0] for row in new_tokens]
     return replies
 
 

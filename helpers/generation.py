@@ -127,6 +127,34 @@ def generate_shared(model, input_ids, attention_mask=None, *, generate=None, **k
     return out
 
 
+def left_pad(prompts: list[list[int]], pad_token_id: int, device=None):
+    """`input_ids` and `attention_mask` for token lists of different lengths, padded on the left as generate wants."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad_token_id] * (width - len(p)) + p for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    return ids, mask
+
+
+def generate_in_batches(model, prompts: list[list[int]], *, batch_size: int, pad_token_id: int,
+                        progress: bool = False, **kwargs) -> list[list[int]]:
+    """The new tokens `generate_shared` gives each prompt (token lists), in the prompts' order: the prompts are
+    batched by length (similar lengths share a batch: less padding), `batch_size` rows at a time. Each row keeps
+    the batch's width (padding after its end included): the caller cuts it at its own stop token."""
+    from tqdm.auto import tqdm
+
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    new_tokens: list[list[int]] = [[] for _ in prompts]
+    for start in tqdm(range(0, len(order), batch_size), desc="generating", disable=not progress):
+        batch = order[start:start + batch_size]
+        ids, mask = left_pad([prompts[i] for i in batch], pad_token_id, model.device)
+        out = generate_shared(model, ids, mask, pad_token_id=pad_token_id, **kwargs)
+        for i, row in zip(batch, out[:, ids.shape[1]:].tolist()):
+            new_tokens[i] = row
+    return new_tokens
+
+
 def share_prompt_prefix(model):
     """Make `model.generate` share its prompt prefix (`generate_shared`) for every caller, GRPOTrainer included:
     TRL 1.16 without vLLM generates each rollout turn with `unwrapped_model.generate(input_ids, attention_mask,
