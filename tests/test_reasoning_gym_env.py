@@ -467,3 +467,20 @@ def test_an_answer_over_the_limit_is_a_validation_error_naming_it(rg_server):
     assert refusal["data"]["code"] == "VALIDATION_ERROR", refusal
     assert f"at most {MAX_ANSWER_CHARS} characters" in json.dumps(refusal), refusal
     assert scored["data"]["reward"] == 1.0  # the session went on
+
+
+@pytest.mark.parametrize("reset, says", [
+    ({"dataset_name": "y" * 1_000_000}, "(1,000,000 characters)"),
+    ({"dataset_name": "chain_sum", "dataset_config": {f"k{i}": i for i in range(10_000)}}, "and 9,990 more"),
+    ({"dataset_name": "chain_sum", "dataset_config": "{" * 200_000}, "dataset_config is not valid JSON"),
+], ids=["1MB-name", "10k-keys", "200k-chars-of-config"])
+def test_refusals_quote_a_short_prefix_of_the_bad_value(rg_server, reset, says):
+    """A 1 MB dataset name came back as a 1 MB error, a 10,000-key config as 69 KB; the refusal now
+    quotes the start of the value and its size, and still says what is valid."""
+    from websockets.sync.client import connect
+
+    with connect(rg_server.base_url.replace("http://", "ws://") + "/ws", max_size=None) as ws:
+        ws.send(json.dumps({"type": "reset", "data": reset}))
+        reply = ws.recv()
+    assert len(reply) < 5_000 and says in reply, reply[:500]
+    assert json.loads(reply)["data"]["code"] == "EXECUTION_ERROR"

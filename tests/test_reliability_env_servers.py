@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import httpx
+import psutil
 import pytest
 import reasoning_gym
 from websockets.asyncio.client import connect
@@ -24,6 +27,7 @@ from helpers.servers import LocalServer
 
 CAP = 8  # MAX_CONCURRENT_ENVS of the servers under test
 REPLY_TIMEOUT = 10.0  # seconds: any reply slower than this is a hang
+MAX_ERROR_REPLY_BYTES = 10_000  # an error reply quotes a short prefix of bad input, never the input itself
 CHAIN_SUM = {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2}
 
 
@@ -294,6 +298,180 @@ def test_a_frame_over_the_size_limit_closes_that_connection(served):
         await server_still_plays(spec, server)
 
     run(scenario())
+
+
+# -- bounded replies: bad input costs the server a short answer -------------------------------
+
+
+def assert_bounded_error(text: str, what: str) -> None:
+    assert len(text) <= MAX_ERROR_REPLY_BYTES, f"{what}: a {len(text):,}-byte reply: {text[:300]}"
+
+
+def test_error_replies_quote_a_short_prefix_of_the_input_not_all_of_it(served):
+    """A 15 MiB field came back whole inside the error (a 16.7 MB HTTP 422, a 15.7 MB error frame);
+    now the reply quotes its start and size. The server still scores or refuses it as before."""
+    spec, server = served
+    huge = "x" * (15 * 1024 * 1024)
+
+    async def scenario():
+        async with connect(ws_url(server), max_size=None) as ws:
+            await ask(ws, {"type": "reset", "data": spec.reset_data})
+            await ws.send(json.dumps({"type": "step", "data": {**spec.any_step, spec.big_field: huge}}))
+            raw = await asyncio.wait_for(ws.recv(), REPLY_TIMEOUT)
+            reply = json.loads(raw)
+            if reply["type"] == "error":
+                assert_bounded_error(raw, "WebSocket step")
+                assert "15,728,640 characters" in raw, raw  # says how big the value was
+            else:
+                assert len(raw) < 64_000, raw[:300]  # scored (echo/code refuse, the others say why)
+            await play_correct_episode(ws, spec)
+
+    run(scenario())
+    response = httpx.post(server.base_url + "/step", json={"action": {**spec.any_step, spec.big_field: huge}},
+                          timeout=60)
+    if response.status_code >= 400:
+        assert_bounded_error(response.text, f"HTTP /step ({response.status_code})")
+    else:
+        assert len(response.text) < 64_000, response.text[:300]
+
+
+def test_an_integer_too_long_to_read_is_a_validation_error_and_the_session_lives_on(served):
+    """JSON with a 5,000-digit number: Python refuses to read integers over 4,300 digits, and
+    OpenEnv closed the session (SESSION_ERROR). Now it is a VALIDATION_ERROR like any bad field."""
+    spec, server = served
+
+    async def scenario():
+        async with connect(ws_url(server)) as ws:
+            await ask(ws, {"type": "reset", "data": spec.reset_data})
+            reply = await ask(ws, '{"type": "step", "data": {"%s": %s}}' % (spec.big_field, "9" * 5000))
+            assert reply["type"] == "error" and reply["data"]["code"] == "VALIDATION_ERROR", reply
+            assert "4300 digits" in reply["data"]["message"] and "as strings" in reply["data"]["message"]
+            await play_correct_episode(ws, spec)
+
+    run(scenario())
+
+
+def test_an_http_body_over_the_frame_limit_is_refused_at_once(served):
+    """The WebSocket refuses frames over 16 MiB (1009); HTTP took any body. Now both have the
+    limit: a 413 naming it, whether the size is declared (content-length) or the body is chunked."""
+    spec, server = served
+    body = json.dumps({"action": {spec.big_field: "y" * (17 * 1024 * 1024)}}).encode()
+    declared = httpx.post(server.base_url + "/step", content=body, timeout=60,
+                          headers={"content-type": "application/json"})
+
+    def chunks():
+        for start in range(0, len(body), 1 << 20):
+            yield body[start:start + (1 << 20)]
+
+    chunked = httpx.post(server.base_url + "/step", content=chunks(), timeout=60,
+                         headers={"content-type": "application/json"})
+    for response in (declared, chunked):
+        assert response.status_code == 413, (response.status_code, response.text[:300])
+        assert "16,777,216 bytes" in response.json()["detail"] and len(response.text) < 500
+    run(server_still_plays(spec, server))
+
+
+# -- fuzzing: random and oversized frames -----------------------------------------------------
+
+
+def _random_json(rng: random.Random, depth: int = 0):
+    kind = rng.randrange(8 if depth < 3 else 5)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.choice([True, False, 0, -1, 2**63, 1e308, -0.5, float(rng.randrange(100))])
+    if kind == 2:
+        return "".join(chr(rng.randrange(32, 0x2FFF)) for _ in range(rng.randrange(30)))
+    if kind == 3:
+        return "[" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(5)) + "]"
+    if kind == 4:
+        return rng.randrange(-10**6, 10**6)
+    if kind == 5:
+        return [_random_json(rng, depth + 1) for _ in range(rng.randrange(5))]
+    keys = ["type", "data", "message", "answer", "code", "seed", "word", "dataset_name", "dataset_config",
+            "size", "task", "tool_name", "arguments", "jsonrpc", "method", "params", "id"]
+    return {rng.choice(keys): _random_json(rng, depth + 1) for _ in range(rng.randrange(5))}
+
+
+def fuzz_frames(rng: random.Random, spec: WsEnv, n: int):
+    """`n` frames: random JSON, messages with random data, garbage text and bytes, and a few
+    oversized ones (a 1-8 MB field, a 5,000-digit number, 50,000-deep nesting, 20,000 keys)."""
+    kinds = ["json", "message", "message", "message", "text", "bytes"]
+    for i in range(n):
+        if i % 50 == 25:
+            yield json.dumps({"type": "close"})  # the server ends the session: the test opens a new one
+            continue
+        if i % 40 == 39:
+            yield rng.choice([
+                json.dumps({"type": "step", "data": {spec.big_field: "z" * rng.randrange(1 << 20, 8 << 20)}}),
+                '{"type": "step", "data": {"%s": %s}}' % (spec.big_field, "7" * 5000),
+                '{"type": "reset", "data": ' + "[" * 50_000 + "]" * 50_000 + "}",
+                json.dumps({"type": "reset", "data": {f"k{j}": j for j in range(20_000)}}),
+            ])
+            continue
+        kind = rng.choice(kinds)
+        if kind == "json":
+            yield json.dumps(_random_json(rng))
+        elif kind == "message":
+            data = _random_json(rng)
+            data = data if isinstance(data, dict) else {spec.big_field: data}
+            yield json.dumps({"type": rng.choice(["reset", "step", "step", "state", "mcp", "close", "bogus"]),
+                              "data": data})
+        elif kind == "text":
+            yield "".join(chr(rng.randrange(32, 127)) for _ in range(rng.randrange(1, 200)))
+        else:
+            yield bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+
+
+def server_rss(server: LocalServer) -> int:
+    return psutil.Process(server.process.pid).memory_info().rss
+
+
+def test_fuzzed_frames_leave_the_server_up_its_replies_bounded_and_its_slots_free(served):
+    """300 random and oversized frames over a few sessions (a session that closes is reopened):
+    every reply arrives in time, every error reply is bounded, the server's memory stays within
+    100 MiB of where it started, and afterwards every slot opens and plays a correct game."""
+    spec, server = served
+    rng = random.Random(37)
+    memory_margin = 100 * 1024 * 1024  # grew 3-7 MiB when written; 8 MB frames leave copies in the allocator
+    before = server_rss(server)
+    stats = {"frames": 0, "errors": 0, "observations": 0, "closed": 0, "largest_error": 0}
+
+    async def scenario():
+        ws = await connect(ws_url(server), max_size=None, close_timeout=1)
+        try:
+            for frame in fuzz_frames(rng, spec, 300):
+                stats["frames"] += 1
+                try:
+                    await ws.send(frame)
+                    raw = await asyncio.wait_for(ws.recv(), REPLY_TIMEOUT)
+                except ConnectionClosed:
+                    stats["closed"] += 1  # a "close" message (or a SESSION_ERROR): open a new session
+                    ws = await connect(ws_url(server), max_size=None, close_timeout=1)
+                    continue
+                reply = json.loads(raw)
+                if reply.get("type") == "error":
+                    stats["errors"] += 1
+                    stats["largest_error"] = max(stats["largest_error"], len(raw))
+                    assert_bounded_error(raw, f"frame {stats['frames']} ({str(frame)[:80]!r})")
+                else:
+                    stats["observations"] += 1
+                    assert len(raw) < 256_000, raw[:300]
+        finally:
+            await ws.close()
+        sockets = await open_every_slot(spec, server)
+        try:
+            await play_correct_episode(sockets[0], spec)
+        finally:
+            for socket in sockets:
+                await socket.close()
+
+    run(scenario())
+    grown = server_rss(server) - before
+    print(f"{spec.name}: {stats}, RSS grew {grown / 2**20:.0f} MiB")
+    assert stats["errors"] > 50 and stats["observations"] > 10, stats
+    assert grown < memory_margin, f"RSS grew {grown / 2**20:.0f} MiB over {stats}"
+    assert server.is_running()
 
 
 # -- connection churn and capacity -----------------------------------------------------------

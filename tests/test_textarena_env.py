@@ -139,3 +139,13 @@ def test_errors_name_the_problem(env):
     with pytest.raises(RuntimeError, match="5 letters"):
         env.reset(word="toolong")
     env.reset(seed=0)  # the session is still usable
+
+
+def test_a_bad_http_reset_is_a_400_naming_the_argument_not_a_500(wordle_server):
+    import httpx
+
+    unknown = httpx.post(wordle_server.base_url + "/reset", json={"colour": "red"}, timeout=30)
+    word = httpx.post(wordle_server.base_url + "/reset", json={"word": "w" * 1_000_000}, timeout=30)
+    assert unknown.status_code == 400 and "'colour'" in unknown.json()["detail"], unknown.text
+    assert word.status_code == 400 and "5 letters" in word.json()["detail"], word.text[:300]
+    assert "(1,000,000 characters)" in word.json()["detail"] and len(word.text) < 500

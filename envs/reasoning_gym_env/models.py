@@ -14,8 +14,9 @@ Space), so code written against it runs unchanged here:
 - `ReasoningGymState`: what `client.state()` returns: the dataset spec being served and the index
   of the current question.
 
-OpenEnv strips `Observation.metadata` before it reaches the client, so everything a client needs
-travels as typed fields.
+Upstream OpenEnv's server (openenv-core at 685de411, what hosted Spaces run) strips
+`Observation.metadata` from the wire (openenv 0.10.0, pinned here, keeps it), so everything a client
+needs travels as typed fields, which every server carries.
 """
 
 from __future__ import annotations

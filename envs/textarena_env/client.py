@@ -32,7 +32,15 @@ from .models import TextArenaAction, TextArenaMessage, TextArenaObservation, Tex
 _FIELDS = tuple(name for name in TextArenaObservation.model_fields if name not in ("reward", "done", "metadata"))
 _SUBMITTED = re.compile(r"You submitted \[([A-Za-z]+)\]\.\s*Feedback:\s*\n[^\n]*\n([GYX ]+)")
 _GUESSES_LEFT = re.compile(r"You have (\d+) guesses? left")
+_BRACKETED = re.compile(r"\[(\w+)\]")  # how TextArena's Wordle reads a move: the first bracketed word
 WORDLE_GUESSES = 6
+
+
+def bracketed_guess(move: str) -> str:
+    """The guess TextArena's Wordle reads from a move: the first word in square brackets, lowercase
+    ("I think it is [image]" -> "image"), or "" when there is none."""
+    found = _BRACKETED.search(move)
+    return found.group(1).lower() if found else ""
 
 
 class TextArenaEnv(EnvClient[TextArenaAction, TextArenaObservation, TextArenaState]):
@@ -96,7 +104,7 @@ class TextArenaEnv(EnvClient[TextArenaAction, TextArenaObservation, TextArenaSta
         feedback = [f.replace(" ", "") for _, f in history]
         won = done and reward == 1.0
         if won:  # upstream's transcript has no feedback line for the winning guess
-            guesses.append(re.sub(r"[^a-z]", "", self._last_move.lower())[:5])
+            guesses.append(bracketed_guess(self._last_move))
             feedback.append("G" * 5)
         replies = [line.removeprefix("[GAME]").strip() for line in new.splitlines()]
         replies = [r for r in replies if r and r != self._last_move.strip()
@@ -116,4 +124,4 @@ class TextArenaEnv(EnvClient[TextArenaAction, TextArenaObservation, TextArenaSta
         return TextArenaState(**known)
 
 
-__all__ = ["TextArenaEnv", "WORDLE_GUESSES"]
+__all__ = ["TextArenaEnv", "WORDLE_GUESSES", "bracketed_guess"]

@@ -2,13 +2,17 @@
 
 They follow the upstream OpenEnv `textarena_env` that the seeds install from a Space, so code
 written against it (`TextArenaAction(message=...)`, `observation.prompt`, `observation.messages`)
-runs unchanged here. Additions, all typed fields because OpenEnv strips `Observation.metadata`
-before it reaches the client:
+runs unchanged here. Additions, all typed fields because upstream OpenEnv's server strips
+`Observation.metadata` from the wire (openenv 0.10.0, pinned here, keeps it):
 
 - `last_message`: what the game said in reply to the last action (feedback, an invalid-move
   reason, or the outcome): exactly what a player reads before the next guess.
 - Wordle's board: `guesses` and `feedback` (one "XGYXX" string per accepted guess), plus
   `guesses_left`, `invalid_move`, `won`, and `secret_word` (revealed only once the game is over).
+
+Like upstream's server, a Wordle step's `info.reward_signals` holds its four streams
+(`wordle.greens`, `wordle.yellows`, `wordle.repetitions`, `wordle.correct`) and the state carries
+`last_info` and `raw_state` (TextArena's own state; the secret word in it only once the game is over).
 """
 
 from __future__ import annotations
@@ -70,6 +74,10 @@ class TextArenaState(State):
     seed: Optional[int] = Field(default=None, description="The seed of the current episode, if given.")
     done: bool = Field(default=False, description="Whether the current episode is over.")
     last_reward: float = Field(default=0.0, description="Reward of the last step.")
+    max_turns: Optional[int] = Field(default=None, description="Upstream's turn cap; None: the game's own.")
+    last_info: Dict[str, Any] = Field(default_factory=dict, description="The last step's info (with reward_signals).")
+    raw_state: Dict[str, Any] = Field(
+        default_factory=dict, description="TextArena's state as upstream sends it (secret word only once over).")
 
 
 __all__ = ["MAX_MESSAGE_CHARS", "TextArenaAction", "TextArenaMessage", "TextArenaObservation", "TextArenaState"]

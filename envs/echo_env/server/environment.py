@@ -18,13 +18,23 @@ import uuid
 from typing import Any, Optional
 
 from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
 from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
 from openenv.core.env_server.types import Action, Observation, State
 
-from ..models import REWARD_PER_CHARACTER, EchoAction, EchoObservation, length_reward  # noqa: F401
+from ..models import MAX_MESSAGE_CHARS, REWARD_PER_CHARACTER, EchoAction, EchoObservation, length_reward  # noqa: F401
+from .wire_guard import quote
 
 READY_MESSAGE = "Echo environment ready!"
+
+
+def checked_message(message: str) -> str:
+    """`message`, or a ToolError when it is over MAX_MESSAGE_CHARS: the tools enforce the limit
+    themselves, so `/mcp` (HTTP and WebSocket) refuses what a `/ws` step refuses."""
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise ToolError(f"message should have at most {MAX_MESSAGE_CHARS:,} characters, got {quote(message)}.")
+    return message
 
 
 class EchoEnvironment(MCPEnvironment):
@@ -42,7 +52,7 @@ class EchoEnvironment(MCPEnvironment):
             Args:
                 message: The message to echo.
             """
-            return message
+            return checked_message(message)
 
         @mcp.tool
         def echo_with_length(message: str) -> dict:
@@ -51,7 +61,7 @@ class EchoEnvironment(MCPEnvironment):
             Args:
                 message: The message to echo.
             """
-            return {"message": message, "length": len(message)}
+            return {"message": checked_message(message), "length": len(message)}
 
         super().__init__(mcp)
         self._state = State(episode_id=str(uuid.uuid4()), step_count=0)

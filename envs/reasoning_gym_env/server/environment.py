@@ -48,6 +48,7 @@ from openenv.core.env_server.interfaces import Environment
 from reasoning_gym.factory import DATASETS
 
 from ..models import ReasoningGymAction, ReasoningGymObservation, ReasoningGymState
+from .wire_guard import quote
 
 logger = logging.getLogger(__name__)
 
@@ -76,12 +77,18 @@ def dataset_names() -> list[str]:
     return sorted(DATASETS)
 
 
+def _some(names: list, shown: int = 10) -> str:
+    """The first `shown` of `names` (a long one quoted briefly) and how many more: error messages stay short."""
+    text = ", ".join(n if isinstance(n, str) and len(n) <= 60 else quote(n) for n in names[:shown])
+    return text + (f" and {len(names) - shown:,} more" if len(names) > shown else "")
+
+
 def _unknown_dataset_message(name: Any) -> str:
     names = dataset_names()
     close = difflib.get_close_matches(str(name), names, n=3)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return (
-        f"Unknown reasoning_gym dataset_name {name!r}.{hint} "
+        f"Unknown reasoning_gym dataset_name {quote(name)}.{hint} "
         f"Valid names ({len(names)}): {', '.join(names)}"
     )
 
@@ -104,7 +111,7 @@ def _as_int(name: str, value: Any, minimum: Optional[int] = None) -> int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise DatasetError(f"{name} must be an integer, got {value!r}.")
+            raise DatasetError(f"{name} must be an integer, got {quote(value)}.")
     if minimum is not None and value < minimum:
         raise DatasetError(f"{name} must be >= {minimum}, got {value}.")
     return value
@@ -116,7 +123,7 @@ def _check_config_values(name: str, config: Dict[str, Any]) -> None:
         for item in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(item, (int, float)) and not isinstance(item, bool) and abs(item) > MAX_CONFIG_INT:
                 raise DatasetError(
-                    f"dataset_config[{key!r}] = {item!r} for {name!r} is over this server's limit "
+                    f"dataset_config[{quote(key)}] = {item!r} for {name!r} is over this server's limit "
                     f"of {MAX_CONFIG_INT:,} (MAX_CONFIG_INT): ask for smaller questions."
                 )
 
@@ -140,17 +147,17 @@ def _parse_specs(specs: Any) -> list:
     parts = []
     for i, spec in enumerate(specs):
         if not isinstance(spec, dict) or "name" not in spec:
-            raise DatasetError(f"dataset_specs[{i}] must be an object with a 'name', got {spec!r}.")
+            raise DatasetError(f"dataset_specs[{i}] must be an object with a 'name', got {quote(spec)}.")
         unknown = sorted(set(spec) - {"name", "weight", "config"})
         if unknown:
-            raise DatasetError(f"dataset_specs[{i}] has unknown key(s) {unknown}; valid: name, weight, config.")
+            raise DatasetError(f"dataset_specs[{i}] has unknown key(s) {_some(unknown)}; valid: name, weight, config.")
         name, weight, config = spec["name"], spec.get("weight", 1), spec.get("config") or {}
         if name == "composite" or not isinstance(name, str) or name not in DATASETS:
             raise DatasetError(f"dataset_specs[{i}]: " + _unknown_dataset_message(name))
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
-            raise DatasetError(f"dataset_specs[{i}]['weight'] must be a positive number, got {weight!r}.")
+            raise DatasetError(f"dataset_specs[{i}]['weight'] must be a positive number, got {quote(weight)}.")
         if not isinstance(config, dict):
-            raise DatasetError(f"dataset_specs[{i}]['config'] must be an object, got {config!r}.")
+            raise DatasetError(f"dataset_specs[{i}]['config'] must be an object, got {quote(config)}.")
         _check_config_keys(name, config)
         _check_config_values(name, config)
         parts.append(DatasetSpec(name=name, weight=weight, config=dict(config)))
@@ -167,7 +174,7 @@ def _check_config_keys(name: str, config: Dict[str, Any]) -> None:
     unknown = sorted(k for k in config if k not in valid)
     if unknown:
         raise DatasetError(
-            f"Unknown dataset_config key(s) for {name!r}: {', '.join(unknown)}. "
+            f"Unknown dataset_config key(s) for {name!r}: {_some(unknown)}. "
             f"Valid keys: {', '.join(valid)}"
         )
 
@@ -193,7 +200,7 @@ def build_dataset(name: Any, config: Dict[str, Any], seed: int, size: int, specs
         return reasoning_gym.create_dataset(name, seed=seed, size=size, **config)
     except (AssertionError, TypeError, ValueError) as exc:
         detail = str(exc) or type(exc).__name__
-        raise DatasetError(f"Invalid dataset_config for {name!r} ({config}): {detail}") from exc
+        raise DatasetError(f"Invalid dataset_config for {name!r} ({quote(config)}): {quote(detail)}") from exc
 
 
 class ReasoningGymEnvironment(
@@ -226,7 +233,7 @@ class ReasoningGymEnvironment(
     ) -> ReasoningGymObservation:
         if kwargs:
             raise DatasetError(
-                f"Unknown reset argument(s): {', '.join(sorted(kwargs))}. "
+                f"Unknown reset argument(s): {_some(sorted(kwargs))}. "
                 "Valid: dataset_name, dataset_config, dataset_specs, seed, size, episode_id."
             )
         rebuild = any(v is not None for v in (dataset_name, dataset_config, dataset_specs, seed, size))
@@ -273,7 +280,7 @@ class ReasoningGymEnvironment(
                     raise DatasetError(f"dataset_config is not valid JSON: {exc}") from exc
             if not isinstance(dataset_config, dict):
                 raise DatasetError(
-                    f"dataset_config must be a dict of config values, got {dataset_config!r}."
+                    f"dataset_config must be a dict of config values, got {quote(dataset_config)}."
                 )
             config = dict(dataset_config)
         elif dataset_name is None:

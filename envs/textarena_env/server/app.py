@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 
+from fastapi import Request
+from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_app
 
 from ..models import TextArenaAction, TextArenaObservation, TextArenaState
-from .environment import TextArenaEnvironment, env_id_from_env, template_game
+from .environment import GameSetupError, TextArenaEnvironment, env_id_from_env, template_game
 from .wire_guard import WebSocketGuard, max_concurrent_envs, serve
 
 DEFAULT_MAX_CONCURRENT_ENVS = 64
@@ -46,6 +48,12 @@ app = create_app(
     state_cls=TextArenaState,
 )
 app.add_middleware(WebSocketGuard)  # clear errors for non-object frames; one log line per dropped client
+
+
+@app.exception_handler(GameSetupError)
+async def _bad_reset_request(request: Request, exc: GameSetupError) -> JSONResponse:
+    """HTTP ``/reset`` with a bad argument or word: a 400 with the message, not a 500."""
+    return JSONResponse(status_code=400, content={"detail": str(exc)})
 
 
 def main() -> None:

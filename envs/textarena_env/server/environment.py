@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import os
 import random
 import re
@@ -36,12 +37,19 @@ from openenv.core.env_server.interfaces import Environment
 
 from ..models import TextArenaAction, TextArenaMessage, TextArenaObservation, TextArenaState
 from ..offline_nltk import use_offline_nltk
+from .wire_guard import quote
 
 use_offline_nltk()  # before textarena is imported: it downloads NLTK data at import time
 
 import textarena as ta  # noqa: E402
 
 DEFAULT_ENV_ID = "Wordle-v0"
+WORDLE_SIGNALS = ("wordle.greens", "wordle.yellows", "wordle.repetitions", "wordle.correct")
+_BRACKETED_FIVE = re.compile(r"\[[A-Za-z]{5}\]")
+
+
+class GameSetupError(ValueError):
+    """A reset asked for something the game cannot start with; the message says what is valid."""
 _TEMPLATE_LOCK = threading.Lock()
 
 
@@ -97,25 +105,29 @@ class TextArenaEnvironment(Environment):
         self._transcript: list[TextArenaMessage] = []
         self._prompt = ""
         self._state = TextArenaState(env_id=self.env_id)
+        self._guess_counts: dict[str, int] = {}  # Wordle: how often each guess was sent this episode
 
     # -- OpenEnv API -------------------------------------------------------------------------
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
               word: Optional[str] = None, **kwargs: Any) -> TextArenaObservation:
         if kwargs:
-            raise ValueError(f"Unknown reset argument(s) {sorted(kwargs)}; TextArena takes seed= and word=.")
+            names = ", ".join(quote(k) for k in sorted(kwargs)[:10])
+            raise GameSetupError(f"Unknown reset argument(s) {names}; TextArena takes seed= and word=.")
         self._game, self._inner = new_game(self.env_id)
         self._game.reset(num_players=1, seed=None)
         game_state = self._inner.state.game_state
         if "secret_word" in game_state:  # Wordle: pick the word ourselves (deterministic, thread-safe)
             game_state["secret_word"] = self._secret_word(seed, word, game_state["word_length"])
         elif word is not None:
-            raise ValueError(f"word= only applies to Wordle, not {self.env_id}.")
+            raise GameSetupError(f"word= only applies to Wordle, not {self.env_id}.")
         self._transcript = _messages(self._inner.get_observation()[1])
         self._prompt = "\n".join(m.content for m in self._transcript if m.category == "PROMPT").strip()
         self._state = TextArenaState(
             episode_id=episode_id or str(uuid.uuid4()), step_count=0, env_id=self.env_id,
             num_players=1, turn=0, seed=seed, done=False, last_reward=0.0,
         )
+        self._guess_counts = {}
+        self._state.raw_state = self._raw_state()
         return self._observation(new=self._transcript, reward=0.0, done=False, info={})
 
     def step(self, action: TextArenaAction, timeout_s: Optional[float] = None, **kwargs: Any) -> TextArenaObservation:
@@ -137,18 +149,54 @@ class TextArenaEnvironment(Environment):
         self._state.turn = state.turn
         self._state.done = bool(done)
         self._state.last_reward = reward
-        return self._observation(new=new, reward=reward, done=bool(done), info=info or {})
+        observation = self._observation(new=new, reward=reward, done=bool(done), info=info or {})
+        signals = self._reward_signals(action.message, observation) if "secret_word" in state.game_state else {}
+        if signals:
+            observation.info["reward_signals"] = signals
+        self._state.last_info = {**observation.info}
+        self._state.raw_state = self._raw_state(signals)
+        return observation
 
     @property
     def state(self) -> TextArenaState:
         return self._state
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _reward_signals(self, move: str, observation: TextArenaObservation) -> dict[str, float]:
+        """Upstream OpenEnv's four Wordle streams for this step, computed the way its server does:
+        greens/yellows / 5 of the latest feedback line in the transcript (a winning guess gets no
+        feedback line, so there it is the previous guess's), repetitions = 1 - earlier sends of this
+        guess (the bracketed five letters, else the move's first five letters), correct = the reward."""
+        found = _BRACKETED_FIVE.search(move)
+        letters = re.sub(r"[^a-z]", "", move.lower())
+        guess = found.group(0).lower() if found else (f"[{letters[:5]}]" if len(letters) >= 5 else "")
+        earlier = self._guess_counts.get(guess, 0) if guess else 0
+        if guess:
+            self._guess_counts[guess] = earlier + 1
+        lines = (line.replace(" ", "") for m in reversed(self._transcript) if "Feedback:" in m.content
+                 for line in reversed(m.content.splitlines()))
+        last = next((line for line in lines if len(line) == 5 and set(line) <= set("GYX")), "")
+        values = (last.count("G") / 5, last.count("Y") / 5, 1.0 - earlier, float(observation.reward or 0.0))
+        return dict(zip(WORDLE_SIGNALS, values))
+
+    def _raw_state(self, signals: Optional[dict] = None) -> dict[str, Any]:
+        """TextArena's own state, as upstream sends it in ``state.raw_state`` (JSON-safe). The secret
+        word stays out until the game is over, as in the observation."""
+        state = self._inner.state
+        game_state = dict(state.game_state or {})
+        if "secret_word" in game_state and not state.done:
+            game_state["secret_word"] = None
+        raw = {"turn": state.turn, "game_state": game_state, "logs": list(state.logs or []),
+               "rewards": state.rewards, "done": bool(state.done), "role_mapping": dict(state.role_mapping or {}),
+               "game_info": dict(state.game_info or {}), "step_info": dict(getattr(state, "step_info", {}) or {})}
+        if signals:
+            raw["reward_signals"] = dict(signals)
+        return json.loads(json.dumps(raw, default=str))
     def _secret_word(self, seed: Optional[int], word: Optional[str], length: int) -> str:
         if word is not None:
             word = str(word).strip().lower()
             if not re.fullmatch(rf"[a-z]{{{length}}}", word):
-                raise ValueError(f"word= must be {length} letters a-z, got {word!r}.")
+                raise GameSetupError(f"word= must be {length} letters a-z, got {quote(word)}.")
             return word
         words = sorted(self._inner.word_list)
         rng = random.Random(seed) if seed is not None else random.SystemRandom()
