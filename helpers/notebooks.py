@@ -13,13 +13,20 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 # The GitHub home of this project, used by Colab badges and install cells. Change it in a fork.
 GITHUB_REPO = "agent-rl-notebooks/agent-rl-notebooks"
-COLAB_URL = f"https://colab.research.google.com/github/{GITHUB_REPO}/blob/main"
+# The git ref every Colab badge opens AND every Colab set-up cell installs from, so a Colab copy and the
+# code it installs always come from the same place. `main` always exists; a release regenerates colab/
+# with its tag (`python -m helpers.colab --ref v0.2.0`, docs/guide.md "Cutting a release").
+COLAB_REF = "main"
 
 
-def colab_badge(relative_path: str) -> str:
-    """Markdown for an "Open in Colab" badge pointing at `relative_path` in the repository."""
+def colab_url(ref: str = COLAB_REF) -> str:
+    return f"https://colab.research.google.com/github/{GITHUB_REPO}/blob/{ref}"
+
+
+def colab_badge(relative_path: str, ref: str = COLAB_REF) -> str:
+    """Markdown for an "Open in Colab" badge pointing at `relative_path` in the repository at `ref`."""
     return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
-            f"({COLAB_URL}/{relative_path})")
+            f"({colab_url(ref)}/{relative_path})")
 
 
 def numbered_notebooks() -> list[Path]:

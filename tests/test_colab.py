@@ -6,6 +6,7 @@ import contextlib
 import io
 import sys
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -181,11 +182,11 @@ def _run_install_cell(monkeypatch, *, offline_models=False, nothing_installed=Tr
     return urls, commands
 
 
-def test_install_cell_installs_the_release_tag_keeping_colabs_torch_and_no_offline_models(monkeypatch):
+def test_install_cell_installs_from_the_ref_the_badge_opens_keeping_colabs_torch_and_no_offline_models(monkeypatch):
     """The install branch (a fresh Colab runtime): what it downloads and what it asks pip to install."""
-    import tomllib
+    from helpers.notebooks import COLAB_REF
 
-    tag = "v" + tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    tag = COLAB_REF
     urls, commands = _run_install_cell(monkeypatch)
     assert all(f"/{tag}/" in url for url in urls) and len(urls) == 2  # requirement files of the same tag
     stack, package = commands
@@ -212,3 +213,39 @@ def test_the_colab_hardware_cell_says_what_a_t4_trains(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "compute capability 7.5: trains under fp16 autocast" in out
     assert "Qwen/Qwen3-0.6B with LoRA adapters" in out
+
+
+_BADGE_REF = re.compile(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/([^/]+)/colab/")
+_INSTALL_REF = re.compile(r'^REF = "([^"]+)"', re.MULTILINE)
+_SOURCE_REF = re.compile(r"github\.com/[^/]+/[^/]+/blob/([^/]+)/notebooks/")
+
+
+def colab_refs(path) -> dict[str, set[str]]:
+    """The git refs a Colab variant names: the one its badge opens, its set-up cell installs from,
+    and its 'generated from' link points at."""
+    text = "\n".join(_source(c) for c in _cells(path))
+    return {"badge": set(_BADGE_REF.findall(text)), "install": set(_INSTALL_REF.findall(text)),
+            "source": set(_SOURCE_REF.findall(text))}
+
+
+def test_each_colab_copy_installs_the_code_of_the_ref_its_badge_opens_and_that_ref_exists():
+    """The badge opened blob/main while the set-up cell installed from tag v0.1.0, which was never
+    pushed (a 404 on the first cell), and would install old helpers once it was. Now one ref names
+    all three, and it is `main` (always there) or a tag of this repository."""
+    import subprocess
+
+    tags = set(subprocess.run(["git", "tag", "--list"], cwd=REPO_ROOT, capture_output=True, text=True,
+                              check=True).stdout.split())
+    for path in sorted((REPO_ROOT / "colab").glob("*.ipynb")):
+        refs = colab_refs(path)
+        assert all(len(found) == 1 for found in refs.values()), (path.name, refs)
+        assert refs["badge"] == refs["install"] == refs["source"], (path.name, refs)
+        [ref] = refs["badge"]
+        assert ref == "main" or ref in tags, f"{path.name}: installs from {ref!r}, which is neither main nor a tag"
+
+
+def test_a_release_regenerates_badges_and_installs_with_its_tag(tmp_path):
+    from helpers.colab import generate_all
+
+    [variant] = generate_all(tmp_path, [numbered_notebooks()[0]], ref="v9.9.9")
+    assert colab_refs(variant) == {"badge": {"v9.9.9"}, "install": {"v9.9.9"}, "source": {"v9.9.9"}}
