@@ -263,6 +263,37 @@ project's pinned stack but keeps Colab's own PyTorch. If it upgrades a package C
 it restarts the runtime once: then run all cells again."""
 
 
+WARM_STARTED_BY_02 = "01_grpo_walkthrough"  # the notebook whose WARM_START loads notebook 02's checkpoint
+
+
+def start_point(notebook: str) -> str:
+    """What the Colab copy of `notebook` starts from and downloads, read from its gpu profile: each copy runs in
+    a runtime of its own, so it cannot count on another notebook's output unless RUNS_DIR shares a Drive folder."""
+    from helpers.hardware import CARDS, gpu_recipe
+    from helpers.profiles import NOTEBOOK_PROFILES
+
+    gpu = NOTEBOOK_PROFILES.get(notebook, {}).get("gpu")
+    if not gpu or "model" not in gpu:
+        return ""
+    t4 = gpu_recipe(CARDS["T4 16 GB"]).get("model", gpu["model"])
+    lines = [f"**What this copy starts from:** `{gpu['model']}` from the Hugging Face Hub (on a 16 GB card such as "
+             f"the free T4, `{t4}` with LoRA: docs/gpu.md), downloaded on first use; the environment servers "
+             "start inside this runtime."]
+    if notebook == WARM_STARTED_BY_02:
+        lines.append("It needs nothing from notebook 02: the gpu profile starts from the base model "
+                     "(`WARM_START = False`). To start from notebook 02's checkpoint instead, run 02 with the same "
+                     "`RUNS_DIR` (a Drive folder) and set `WARM_START = True`.")
+    elif gpu.get("warm_start") is False:
+        lines.append("The gpu profile skips the warm start (`WARM_START = False`): Qwen3 calls tools without it.")
+    if gpu.get("teacher") == "openai":
+        lines.append(f"Its teacher is `{gpu['teacher_model']}` over the OpenAI API: add an `OPENAI_API_KEY` Colab "
+                     "secret, or point `LLM_ENDPOINT` at your own server, or set `TEACHER = \"local\"` (offline).")
+    if "checkpoint_steps" in gpu:
+        lines.append(f"A disconnect loses little: a checkpoint every {gpu['checkpoint_steps']} steps goes to `RUNS_DIR` "
+                     "(set a Drive folder), and `RESUME = True` goes on from it.")
+    return " ".join(lines)
+
+
 def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, str]]:
     """The (kind, source) cells of the Colab variant of `notebook`, opened from and installing from `ref`."""
     notebook = Path(notebook)
@@ -274,7 +305,8 @@ def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, s
         if index == 0:
             first = _first_cell(source, notebook.name, ref) if cell["cell_type"] == "markdown" else None
             cells += [("md", first)] if first else [("md", _first_cell("", notebook.name, ref)), ("code", source)]
-            cells += [("md", SETUP_NOTE), ("code", install_cell(ref))]
+            note = "\n\n".join(part for part in (SETUP_NOTE, start_point(notebook.stem)) if part)
+            cells += [("md", note), ("code", install_cell(ref))]
         elif "parameters" in tags:
             cells.append(("parameters", colab_parameters(source)))
             names = _parameter_names(source)

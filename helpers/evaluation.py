@@ -59,6 +59,14 @@ class EvalResult(Summarized):
     exact_ci: tuple[float, float] = (0.0, 0.0)
     samples: list[dict] = field(default_factory=list)
 
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EvalResult":
+        """Back from `to_dict()` (or its JSON, where the intervals became lists)."""
+        return cls(**{k: tuple(v) if k.endswith("_ci") else v for k, v in d.items()})
+
     def __str__(self) -> str:
         return (f"n={self.n}  format compliance {self.format_compliance:.1%} "
                 f"[{self.format_ci[0]:.0%}, {self.format_ci[1]:.0%}]  accuracy {self.accuracy:.1%} "

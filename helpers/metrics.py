@@ -17,6 +17,26 @@ def runs_dir() -> Path:
     return Path(os.environ.get("AGENT_RL_RUNS", "runs")).resolve()
 
 
+def use_runs_dir(path: str | os.PathLike | None) -> Path:
+    """Make `path` the runs folder of this process (the notebooks' RUNS_DIR; None keeps the current one).
+
+    On Colab a folder under /content/drive (Google Drive) is mounted first, so checkpoints and the
+    notebook 02 -> 01 hand-off survive the runtime."""
+    if path is not None:
+        path = str(path)
+        if path.startswith("/content/drive") and not Path("/content/drive/MyDrive").exists():
+            try:
+                from google.colab import drive  # only on Colab
+            except ImportError:
+                raise ValueError(f"RUNS_DIR={path!r} is a Google Drive folder, which only Colab can mount; "
+                                 "set a local folder instead.") from None
+            drive.mount("/content/drive")
+        os.environ["AGENT_RL_RUNS"] = path
+    folder = runs_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def run_dir(notebook: str) -> Path:
     path = runs_dir() / notebook
     path.mkdir(parents=True, exist_ok=True)

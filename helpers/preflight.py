@@ -26,7 +26,7 @@ samplers here adapt it to a reasoning_gym server (notebook 01) and to an ORS env
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 FORMAT_BOUND = 0.5     # below this parse rate most rollouts score 0 whatever they say
 LOW_MIXED = 0.2        # below this share of mixed groups most steps carry no gradient
@@ -48,6 +48,13 @@ class Preflight:
     verdict: str               # format-bound | no headroom | headroom
     advice: str
     groups: list[dict] = field(default_factory=list)   # per question: {"task", "rewards", "greedy"}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Preflight":
+        return cls(**d)
 
     def mixed_tasks(self) -> list:
         """The tasks whose k rewards were not all equal: the questions a GRPO group learns from today."""

@@ -36,6 +36,8 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # checkpoint's pass@8 is 72 % there against 38 % at 1.2, below its greedy 53-62 % (docs/measurements.md#notebook-01).
     # cpu's eval_n 450: generation with the shared prompt prefix scores 450 questions in the time 150 took before
     # (the paired interval's half width ~4.4 points instead of ~7.7; docs/measurements.md#notebook-01).
+    # checkpoint_steps: a checkpoint (weights, optimizer, step) every N steps, which RESUME=True goes on from after a
+    # disconnect (helpers.resume); gpu 25 (Colab), 0 elsewhere: a laptop run is not cut off, and each save costs disk.
     "01_grpo_walkthrough": {
         "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
                  "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
@@ -44,7 +46,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
                  "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                  "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio",
-                 "preflight_n": 3, "mixed_only": False},
+                 "preflight_n": 3, "mixed_only": False, "checkpoint_steps": 0},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                 "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
@@ -52,7 +54,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0,
                 "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                 "eval_n": 450, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
-                "preflight_n": 32, "mixed_only": True},
+                "preflight_n": 32, "mixed_only": True, "checkpoint_steps": 0},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                 "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
@@ -60,7 +62,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "max_tool_calling_iterations": None, "temperature": 1.0, "top_entropy_quantile": 1.0, "warmup_steps": 10,
                 "activation_checkpointing": True, "precision": "auto", "lora": False, "logging_steps": 10, "log_completions": True,
                 "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio",
-                "preflight_n": 32, "mixed_only": False},
+                "preflight_n": 32, "mixed_only": False, "checkpoint_steps": 25},
     },
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
     # warm_start True: the local teacher plays teacher_episodes train tasks through ORS, calling `calculate` in a

@@ -141,3 +141,51 @@ def test_mixed_only_trains_on_the_preflight_mixed_questions(notebook_runner):
     assert metrics["mixed_questions"] == round(metrics["preflight_mixed_share"] * 6) >= 1
     assert metrics["same_question_share"] == 1.0
     assert f"training cycles over the {metrics['mixed_questions']} of 6 questions" in cell_outputs_text(executed)
+
+
+def test_a_run_killed_mid_training_resumes_to_its_last_step(notebook_runner, tmp_path):
+    """A Colab disconnect, simulated: notebook 01 (tiny, 6 steps, a checkpoint every 2) is killed with
+    SIGKILL, kernel and servers too, once its first checkpoint is on disk. Run again with RESUME=True it
+    goes on from the last checkpoint to step 6, pairs the killed run's own "before" evaluation with the
+    "after" on the same questions, trains on the rows its preflight chose, and records every step."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    runs = tmp_path / "runs"
+    env = {**os.environ, "AGENT_RL_RUNS": str(runs), "TRACKIO_DIR": str(tmp_path / "trackio")}
+    command = [sys.executable, "-m", "papermill", str(NOTEBOOKS_DIR / f"{NB}.ipynb"), str(tmp_path / "killed.ipynb"),
+               "-p", "PROFILE", "tiny", "-p", "MAX_STEPS", "6", "-p", "CHECKPOINT_STEPS", "2"]
+    run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = runs / NB / "trainer" / "checkpoint-2" / "trainer_state.json"   # written last: the save is complete
+    deadline = time.monotonic() + 900
+    try:
+        while not first.exists():
+            assert run.poll() is None, "the run ended before its first checkpoint"
+            assert time.monotonic() < deadline, "no checkpoint after 15 minutes"
+            time.sleep(0.2)
+    finally:  # the kernel and the env server it started live in their own sessions: kill every descendant
+        for process in psutil.Process(run.pid).children(recursive=True) + [psutil.Process(run.pid)]:
+            try:
+                process.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
+        run.wait()
+    saved_before = json.loads((runs / NB / "state" / "before_eval.json").read_text())["value"]
+    saved_preflight = json.loads((runs / NB / "state" / "preflight.json").read_text())["value"]
+    assert not (runs / NB / "metrics.json").exists()  # killed before anything was recorded
+
+    metrics, executed = notebook_runner(NB, runs_dir=runs, MAX_STEPS=6, CHECKPOINT_STEPS=2, RESUME=True)
+    text = cell_outputs_text(executed)
+    assert metrics["resumed_from"].rsplit("-", 1)[-1] in ("2", "4") and "resuming from" in text
+    assert metrics["steps"] == 6 == metrics["steps_run"] == metrics["steps_planned"]
+    assert len(metrics["reward_curve"]) == 6  # the killed run's logged steps are in the record too
+    assert "before_eval: kept from the interrupted run" in text and "preflight: kept from the interrupted run" in text
+    assert metrics["accuracy_before"] == saved_before["accuracy"] and metrics["eval_n"] == saved_before["n"]
+    assert metrics["preflight_pass_at_k"] == saved_preflight["pass_at_k"]
+    assert metrics["accuracy_after"] is not None and metrics["checkpoint_steps"] == 2
