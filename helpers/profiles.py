@@ -23,6 +23,13 @@ from helpers.threads import describe as describe_threads
 
 PROFILE_NAMES = ("tiny", "cpu", "gpu")
 
+# A LoRA run multiplies the profile's learning rates by this (unless LEARNING_RATE is given): the rates below are
+# full fine-tuning's, and rank-16 adapters trained at them barely move. Measured on notebook 02's cpu recipe
+# (docs/gpu.md#lora-learning-rates): full fine-tuning at 1e-4 reaches 56 % held-out accuracy; LoRA reaches
+# 11 % at 1e-4, 12 % at 3e-4 and 44 % at 1e-3.
+LORA_LR_MULTIPLIER = 10
+LR_KEYS = ("learning_rate", "sft_learning_rate")
+
 # notebook -> profile -> settings. Every profile of a notebook has the same keys.
 NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # 01: the original OpenEnv tutorial's end-to-end GRPO walkthrough (environment_factory on reasoning_gym chain_sum) + held-out eval.
@@ -36,6 +43,9 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # checkpoint's pass@8 is 72 % there against 38 % at 1.2, below its greedy 53-62 % (docs/measurements.md#notebook-01).
     # cpu's eval_n 450: generation with the shared prompt prefix scores 450 questions in the time 150 took before
     # (the paired interval's half width ~4.4 points instead of ~7.7; docs/measurements.md#notebook-01).
+    # min_steps: the time cap never stops training before this step. cpu 22: the fewest steps of a measured run whose
+    # gain was resolved (22 on the Xeon, +4.8 [+1.9, +7.8] re-checked on 900 sums; 25 on the EPYC, +7.6 [+3.8, +11.3]
+    # on 450); a slow CPU's 14 steps showed -0.9 [-8.6, +6.8] (docs/measurements.md#notebook-01).
     # checkpoint_steps: a checkpoint (weights, optimizer, step) every N steps, which RESUME=True goes on from after a
     # disconnect (helpers.resume); gpu 25 (Colab), 0 elsewhere: a laptop run is not cut off, and each save costs disk.
     "01_grpo_walkthrough": {
@@ -46,7 +56,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
                  "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                  "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio",
-                 "preflight_n": 3, "mixed_only": False, "checkpoint_steps": 0},
+                 "preflight_n": 3, "mixed_only": False, "checkpoint_steps": 0, "min_steps": 0},
         "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                 "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
@@ -54,7 +64,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0,
                 "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                 "eval_n": 450, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
-                "preflight_n": 32, "mixed_only": True, "checkpoint_steps": 0},
+                "preflight_n": 32, "mixed_only": True, "checkpoint_steps": 0, "min_steps": 22},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                 "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                 "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
@@ -62,7 +72,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "max_tool_calling_iterations": None, "temperature": 1.0, "top_entropy_quantile": 1.0, "warmup_steps": 10,
                 "activation_checkpointing": True, "precision": "auto", "lora": False, "logging_steps": 10, "log_completions": True,
                 "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio",
-                "preflight_n": 32, "mixed_only": False, "checkpoint_steps": 25},
+                "preflight_n": 32, "mixed_only": False, "checkpoint_steps": 25, "min_steps": 0},
     },
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
     # warm_start True: the local teacher plays teacher_episodes train tasks through ORS, calling `calculate` in a
@@ -236,6 +246,7 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     settings = Settings(profile=name, **{**defaults, **card, **overridden})
     if name == "gpu" and "lora" in defaults and gpu:
         card.update(fit_to_card(notebook, settings, gpu, fixed=overridden))
+    scaled = lora_learning_rates(settings, fixed=overridden)
     if not quiet:
         how = "given" if profile else "picked by hardware"
         print(f"PROFILE = {name!r} ({how}); overridden: {', '.join(overridden) or 'nothing'}")
@@ -243,5 +254,18 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
         if card:
             print(f"this {gpu.memory_gib:.0f} GiB card ({card_class(gpu.memory_gib)} class) sets: "
                   + ", ".join(f"{k}={v!r}" for k, v in card.items()))
+        if scaled:
+            print(f"LoRA: {', '.join(f'{k} {defaults[k]:g} -> {v:g}' for k, v in scaled.items())} "
+                  f"(x{LORA_LR_MULTIPLIER}: adapters need a higher rate than full fine-tuning, docs/gpu.md)")
         settings.show()
     return settings
+
+
+def lora_learning_rates(settings: Settings, *, fixed=()) -> dict:
+    """With LoRA on, the profile's learning rates (those not in `fixed`, the user's) times LORA_LR_MULTIPLIER.
+    Applied to `settings` and returned, for the printout."""
+    if not settings.get("lora"):
+        return {}
+    scaled = {k: settings[k] * LORA_LR_MULTIPLIER for k in LR_KEYS if k in settings and k not in fixed}
+    settings.update(scaled)
+    return scaled

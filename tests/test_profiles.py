@@ -45,3 +45,14 @@ def test_the_gpu_profile_follows_the_card_and_explicit_knobs_still_win(capsys):
     assert (full.model, full.lora) == (NOTEBOOK_PROFILES["01_grpo_walkthrough"]["gpu"]["model"], False)
     cpu = resolve_settings("01_grpo_walkthrough", "cpu", gpu=t4, quiet=True)   # only the gpu profile follows the card
     assert cpu.model == "smollm2-135m" and cpu.lora is False
+
+
+def test_lora_multiplies_the_profiles_learning_rates_but_not_the_users():
+    from helpers.profiles import LORA_LR_MULTIPLIER
+
+    plain = resolve_settings("04_openreward_spec", "cpu", quiet=True)
+    lora = resolve_settings("04_openreward_spec", "cpu", quiet=True, lora=True)
+    assert lora.learning_rate == pytest.approx(plain.learning_rate * LORA_LR_MULTIPLIER)
+    assert lora.sft_learning_rate == pytest.approx(plain.sft_learning_rate * LORA_LR_MULTIPLIER)
+    mine = resolve_settings("04_openreward_spec", "cpu", quiet=True, lora=True, learning_rate=3e-5)
+    assert mine.learning_rate == 3e-5 and mine.sft_learning_rate == lora.sft_learning_rate
