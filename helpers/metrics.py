@@ -1,6 +1,8 @@
 """Where a notebook run leaves its outputs, and the metrics it records for the tests.
 
-Each notebook writes into `run_dir(notebook)` = $AGENT_RL_RUNS/<notebook> (default ./runs/<notebook>):
+Each notebook writes into `run_dir(notebook)` = $AGENT_RL_RUNS/<notebook> (default: runs/<notebook> at the top of
+this checkout, whatever the working directory, so `make demo` at the top and `jupyter lab notebooks/` share one
+runs/ folder; ./runs when helpers is installed from a package, as on Colab):
 checkpoints, collected rollouts, plots and `metrics.json`. The test harness runs a notebook with
 papermill and then asserts on that JSON, so "it ran" is never the whole test.
 """
@@ -13,8 +15,15 @@ import os
 from pathlib import Path
 
 
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
 def runs_dir() -> Path:
-    return Path(os.environ.get("AGENT_RL_RUNS", "runs")).resolve()
+    """$AGENT_RL_RUNS, else runs/ at the top of this checkout (./runs when helpers is not in a checkout)."""
+    if os.environ.get("AGENT_RL_RUNS"):
+        return Path(os.environ["AGENT_RL_RUNS"]).resolve()
+    in_checkout = (CHECKOUT / "notebooks").is_dir() and (CHECKOUT / "helpers").is_dir()
+    return (CHECKOUT / "runs") if in_checkout else Path("runs").resolve()
 
 
 def use_runs_dir(path: str | os.PathLike | None) -> Path:

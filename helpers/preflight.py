@@ -60,6 +60,23 @@ class Preflight:
         """The tasks whose k rewards were not all equal: the questions a GRPO group learns from today."""
         return [g["task"] for g in self.groups if len(set(g["rewards"])) > 1]
 
+    def mixed_or_why_not(self, start: str = "the policy") -> list:
+        """`mixed_tasks()`, or a ValueError that says why no group was mixed and what to do (MIXED_ONLY).
+
+        `start`: what the policy started from, for the message (e.g. "smollm2-135m (base, no warm start)")."""
+        mixed = self.mixed_tasks()
+        if mixed:
+            return mixed
+        rollouts = self.n * self.k
+        if self.parse_rate == 0:
+            why = (f"{start} made no valid tool call in {rollouts} rollouts, so every reward is 0. Run notebook 02 "
+                   "first: its checkpoint (WARM_START) calls the tool; or set MODEL to one that calls tools.")
+        elif self.sampled_exact >= 1.0:
+            why = f"all {rollouts} rollouts were right: nothing left to learn here. Set a harder DATASET_CONFIG."
+        else:
+            why = f"every group of {self.k} agreed. Raise PREFLIGHT_N or change DATASET_CONFIG."
+        raise ValueError(f"No preflight group was mixed, so MIXED_ONLY has nothing to train on: {why}")
+
     def as_metrics(self) -> dict:
         """What metrics.json records (prefixed `preflight_`)."""
         return {f"preflight_{k}": getattr(self, k) for k in

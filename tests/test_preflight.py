@@ -77,3 +77,21 @@ def test_ors_preflight_plays_multi_turn_episodes(tiny_toolcall, tmp_path):
         pf = preflight(ors_sampler(model, tokenizer, spec, max_turns=2, max_new_tokens=40), rows, k=2,
                        temperature=1.0)
     check_consistent(pf, rows, 2)
+
+
+@pytest.mark.parametrize("rewards, parse, says", [
+    ([0.0] * 4, 0.0, "made no valid tool call in 8 rollouts.*Run notebook 02 first"),
+    ([1.0] * 4, 1.0, "all 8 rollouts were right.*harder DATASET_CONFIG"),
+    ([0.0] * 4, 1.0, "every group of 4 agreed.*Raise PREFLIGHT_N"),
+], ids=["no-tool-calls", "all-right", "all-wrong"])
+def test_no_mixed_group_is_an_error_saying_why_and_what_to_do(rewards, parse, says):
+    """Running notebook 01 before 02 on CPU ended in 'Raise PREFLIGHT_N or change DATASET_CONFIG', when the
+    fix was to run notebook 02 first: the base model never calls the tool."""
+    from helpers.preflight import Preflight
+
+    result = Preflight(n=2, k=4, temperature=0.9, parse_rate=parse, greedy_accuracy=rewards[0], sampled_accuracy=rewards[0],
+                       sampled_exact=rewards[0], pass_at_k=rewards[0], mixed_share=0.0, verdict="", advice="",
+                       groups=[{"task": 1, "rewards": rewards}, {"task": 2, "rewards": rewards}])
+    with pytest.raises(ValueError, match=says):
+        result.mixed_or_why_not("smollm2-135m (base, no warm start)")
+    assert Preflight.from_dict(result.to_dict()) == result

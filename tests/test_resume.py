@@ -39,3 +39,18 @@ def test_resume_point_is_the_last_checkpoint_or_none_with_the_reason(tmp_path):
     assert lines[-1].endswith("(step 10)")
     assert checkpoint_args(0) == {"save_strategy": "no"} and checkpoint_args(None) == {"save_strategy": "no"}
     assert checkpoint_args(25) == {"save_strategy": "steps", "save_steps": 25, "save_total_limit": 1}
+
+
+def test_the_runs_folder_is_the_checkouts_whatever_the_working_directory(tmp_path, monkeypatch):
+    """`make demo` (at the top) wrote runs/ there while `jupyter lab notebooks/` looked in notebooks/runs/, so
+    notebook 01 did not find notebook 02's checkpoint. Now both mean the checkout's runs/."""
+    from helpers.metrics import CHECKOUT, runs_dir, use_runs_dir
+
+    monkeypatch.setenv("AGENT_RL_RUNS", "")   # unset, and put back after the test (use_runs_dir sets it)
+    monkeypatch.chdir(CHECKOUT / "notebooks")
+    assert runs_dir() == CHECKOUT / "runs"
+    monkeypatch.chdir(tmp_path)
+    assert runs_dir() == CHECKOUT / "runs"
+    assert use_runs_dir(tmp_path / "elsewhere") == tmp_path / "elsewhere" and runs_dir() == tmp_path / "elsewhere"
+    with pytest.raises(ValueError, match="only Colab can mount"):
+        use_runs_dir("/content/drive/MyDrive/agent-rl-runs")
