@@ -56,5 +56,5 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
         assert "tool call │ run_code(code=" in text and "env reply │ status: " in text
     else:   # the tiny model learned the tool-call shape for another tool: it writes text, calls nothing
         assert "tool call │ (none: the model did not call a tool)" in text and "reward    │ CodeTask -1.00" in text
-    assert "write_token" not in text and 'trackio show --project "00_openenv_quickstart"' in text  # no dashboard frame
+    assert "write_token" not in text and 'trackio show --project "agent-rl-notebooks"' in text  # no dashboard frame
     assert executed.exists()
