@@ -58,6 +58,11 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     # one of the policy's own rollouts from the last training step, shown whole (helpers.show): the environment's
     # get_reward() is the reward (no reward function is passed)
     assert "tool call │ answer(answer=" in text and "env reply │ score=" in text
+    # the same rollout token by token under the trainer's chat template, with its checks (the tiny model's calls
+    # may be malformed, and then the second check says so; an env segment appears only when a call ran)
+    assert "MODEL (trained), " in text and "PROMPT (not trained), " in text
+    assert "✓ the chat template is prefix-preserving" in text
+    assert "✓ every tool call the model made parses" in text or "✗ every tool call the model made parses" in text
     assert "reward    │ ReasoningGymTrainEnv +" in text
     assert "write_token" not in text and 'trackio show --project "agent-rl-notebooks"' in text  # no dashboard frame
 

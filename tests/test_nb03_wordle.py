@@ -192,3 +192,7 @@ def test_notebook_runs_tiny(notebook_runner):
     text = cell_outputs_text(executed)
     assert "One rollout of the last step:\nprompt    │ Play Wordle" in text and "\ntool call │ " in text
     assert "reward    │ factory_correct +" in text and "factory_greens +" in text
+    # one rollout_func game token by token: the model's guesses trained, the game's feedback masked, template checked
+    assert "MODEL (trained), " in text and "ENV (masked), " in text and "You submitted" in text
+    assert "✓ the chat template is prefix-preserving (feedback turns append" in text
+    assert "✓ env_mask has one 0/1 per completion token" in text

@@ -1,0 +1,66 @@
+"""helpers.token_mask: which tokens of a multi-turn rollout are trained, shown, with the checks behind it."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from helpers.models import resolve_model
+from helpers.prompts import answer
+from helpers.token_mask import mask_from_ids, mask_from_messages, prefix_preserving, tool_calls_parse
+
+CALL = {"type": "function", "function": {"name": "answer", "arguments": {"answer": "42"}}}
+ROLLOUT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 12 + 30?"},
+           {"role": "assistant", "content": "", "tool_calls": [CALL]},
+           {"role": "tool", "name": "answer", "content": "score=1.0 correct=42"},
+           {"role": "assistant", "content": "Done."}]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(resolve_model("tiny-toolcall"))   # Qwen3's chat template
+
+
+def test_a_tool_rollout_splits_into_model_env_and_prompt_tokens_under_the_trainers_template(tokenizer):
+    from trl.chat_template_utils import get_training_chat_template
+
+    mask = mask_from_messages(tokenizer, ROLLOUT, n_prompt=2, tools=[answer],
+                              chat_template=get_training_chat_template(tokenizer))
+    kinds = [kind for kind, _, _ in mask.segments]
+    assert kinds == ["prompt", "model", "env", "model"]
+    model_text = [text for kind, text, _ in mask.segments if kind == "model"]
+    env_text = next(text for kind, text, _ in mask.segments if kind == "env")
+    assert '"answer": "42"' in model_text[0] and "Done." in model_text[1]
+    assert "score=1.0 correct=42" in env_text and "<tool_response>" in env_text   # the env's reply, masked
+    counts = mask.counts()
+    ids = tokenizer.apply_chat_template(ROLLOUT, tools=[answer], tokenize=True, return_dict=False,
+                                        chat_template=get_training_chat_template(tokenizer))
+    assert sum(counts.values()) == len(ids)   # every token of the rollout, counted once
+    assert all(mask.checks.values()), mask.checks
+    assert "✓ the chat template is prefix-preserving" in str(mask) and "ENV (masked)" in str(mask)
+    page = mask._repr_html_()
+    assert page.count("<span") >= 4 + 3 and "#c8f0cf" in page and "&lt;tool_response&gt;" in page
+
+
+def test_qwen3s_own_template_is_flagged_not_prefix_preserving(tokenizer):
+    """Qwen3's stock template renders an earlier assistant turn differently once more turns follow (it drops the
+    empty thinking block), so turn-by-turn token counts would be wrong: the check says so (TRL swaps in a
+    training template for exactly this reason)."""
+    mask = mask_from_messages(tokenizer, ROLLOUT, n_prompt=2, tools=[answer])
+    assert not mask.checks["the chat template is prefix-preserving (each turn's tokens stay as they were)"]
+    assert "✗ the chat template is prefix-preserving" in str(mask)
+    from trl.chat_template_utils import get_training_chat_template
+
+    assert prefix_preserving(tokenizer, get_training_chat_template(tokenizer))   # what notebook 03's rollouts use
+
+
+def test_a_rollout_funcs_own_mask_and_bad_calls(tokenizer):
+    prompt = tokenizer.encode("Guess a word.")
+    guess, feedback = tokenizer.encode(" [crane]"), tokenizer.encode(" X Y G X X")
+    mask = mask_from_ids(tokenizer, prompt, guess + feedback + guess, [1] * len(guess) + [0] * len(feedback) + [1] * len(guess))
+    assert [k for k, _, _ in mask.segments] == ["prompt", "model", "env", "model"]
+    assert mask.counts() == {"prompt": len(prompt), "model": 2 * len(guess), "env": len(feedback)}
+    with pytest.raises(ValueError, match="differ in length"):
+        mask_from_ids(tokenizer, prompt, guess, [1])
+    assert not tool_calls_parse({"role": "assistant", "content": "<tool_call>{not json}</tool_call>"})
+    assert tool_calls_parse({"role": "assistant", "content": '<tool_call>{"name": "answer", "arguments": {}}</tool_call>'})
