@@ -83,9 +83,11 @@ def mask_from_ids(tokenizer, prompt_ids: list[int], completion_ids: list[int], e
     return TokenMask(_segments(tokenizer, list(prompt_ids) + list(completion_ids), kinds), all_checks)
 
 
-def _template_ids(tokenizer, messages: list[dict], tools, generation_prompt: bool, chat_template=None) -> list[int]:
+def _template_ids(tokenizer, messages: list[dict], tools, generation_prompt: bool, chat_template=None,
+                  template_kwargs: dict | None = None) -> list[int]:
     ids = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, chat_template=chat_template,
-                                        add_generation_prompt=generation_prompt, return_dict=False)
+                                        add_generation_prompt=generation_prompt, return_dict=False,
+                                        **(template_kwargs or {}))
     return list(ids["input_ids"] if isinstance(ids, dict) else ids)
 
 
@@ -111,21 +113,25 @@ def tool_calls_parse(message: dict) -> bool:
     return content.count("<tool_call>") == len(parse_tool_calls(content))
 
 
-def mask_from_messages(tokenizer, messages: list[dict], *, n_prompt: int, tools=None, chat_template=None) -> TokenMask:
+def mask_from_messages(tokenizer, messages: list[dict], *, n_prompt: int, tools=None, chat_template=None,
+                       template_kwargs: dict | None = None) -> TokenMask:
     """A rollout given as chat messages (TRL's environment_factory keeps them): the first `n_prompt` messages are
     the prompt, then assistant turns are the model's tokens and tool turns the environment's, each turn's tokens
     being what the chat template adds for it. The prefix check says whether that attribution holds.
 
     `chat_template`: the one the trainer used. GRPOTrainer swaps a template that is not prefix-preserving (Qwen3's
-    drops earlier turns' thinking) for a training one, `trainer.chat_template`; None: the tokenizer's."""
+    drops earlier turns' thinking) for a training one, `trainer.chat_template`; None: the tokenizer's.
+    `template_kwargs`: the trainer's `chat_template_kwargs` (e.g. enable_thinking=False, which puts the empty
+    thinking block in the prompt, where the model did not write it)."""
     kinds: list[str] = []
     ids: list[int] = []
     preserving = True
     for k in range(n_prompt, len(messages) + 1):
         if k < len(messages):
-            upto = _template_ids(tokenizer, messages[:k], tools, messages[k]["role"] == "assistant", chat_template)
+            upto = _template_ids(tokenizer, messages[:k], tools, messages[k]["role"] == "assistant", chat_template,
+                                 template_kwargs)
         else:
-            upto = _template_ids(tokenizer, messages, tools, False, chat_template)
+            upto = _template_ids(tokenizer, messages, tools, False, chat_template, template_kwargs)
         preserving = preserving and upto[:len(ids)] == ids
         new = upto[len(ids):]
         kind = "prompt" if k == n_prompt else ("model" if messages[k - 1]["role"] == "assistant" else "env")
@@ -144,7 +150,8 @@ def mask_of_last_rollout(trainer) -> TokenMask:
     messages, _ = last_rollout(trainer)
     n_prompt = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
     return mask_from_messages(trainer.processing_class, messages, n_prompt=n_prompt, tools=getattr(trainer, "tools", None),
-                              chat_template=getattr(trainer, "chat_template", None))
+                              chat_template=getattr(trainer, "chat_template", None),
+                              template_kwargs=getattr(trainer, "chat_template_kwargs", None))
 
 
 __all__ = ["TokenMask", "mask_from_ids", "mask_from_messages", "mask_of_last_rollout", "prefix_preserving",

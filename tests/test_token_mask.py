@@ -64,3 +64,16 @@ def test_a_rollout_funcs_own_mask_and_bad_calls(tokenizer):
         mask_from_ids(tokenizer, prompt, guess, [1])
     assert not tool_calls_parse({"role": "assistant", "content": "<tool_call>{not json}</tool_call>"})
     assert tool_calls_parse({"role": "assistant", "content": '<tool_call>{"name": "answer", "arguments": {}}</tool_call>'})
+
+
+def test_the_trainers_template_kwargs_put_the_empty_thinking_block_in_the_prompt(tokenizer):
+    """With enable_thinking=False (notebook 01's chat_template_kwargs) Qwen3's generation prompt already holds
+    `<think>\\n\\n</think>`: the model did not write it, so it must not count as trained."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    kwargs = dict(n_prompt=2, tools=[answer], chat_template=get_training_chat_template(tokenizer))
+    plain = mask_from_messages(tokenizer, ROLLOUT[:4], **kwargs)
+    no_thinking = mask_from_messages(tokenizer, ROLLOUT[:4], template_kwargs={"enable_thinking": False}, **kwargs)
+    first_model = lambda mask: next(text for kind, text, _ in mask.segments if kind == "model")   # noqa: E731
+    assert "<think>" in first_model(plain) and "<think>" not in first_model(no_thinking)
+    assert "</think>" in no_thinking.segments[0][1] and all(no_thinking.checks.values())
