@@ -106,18 +106,25 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # 3.4 GB + KV cache), leaving ~30 GB for full bf16 training of Qwen3-1.7B with AdamW; 4096 tokens per
     # sequence covers prompt + tool turns (vLLM would otherwise size for Qwen3's 40,960). Not measured on a GPU.
     # activation_checkpointing: TRL's default (on) saves GPU memory; off on CPU, where it only costs time.
+    # warm_start: SFT on the local scripted player's won games (helpers.wordle_teacher) before GRPO: the base SmolLM2
+    # makes no valid guess, so every group scores alike. gpu keeps the original recipe (no warm start).
+    # eval_games: held-out secret words (helpers.wordle_eval.split_words), one greedy game each, before and after.
     "03_wordle_rollout_func": {
         "tiny": {"model": "tiny", "echo_model": "tiny", "echo_steps": 1, "echo_max_completion_length": 16,
                  "max_steps": 2, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
                  "num_generations": 2, "max_turns": 3, "max_completion_length": 8, "learning_rate": 1e-5,
                  "temperature": 1.0, "top_k": 10, "factory_steps": 1, "factory_max_completion_length": 32,
+                 "warm_start": True, "teacher_model": "wordle-teacher", "teacher_games": 8, "sft_learning_rate": 1e-4,
+                 "sft_batch_size": 4, "eval_games": 6,
                  "enable_thinking": None, "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
                  "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "echo_model": "smollm2-135m", "echo_steps": 2,
-                "echo_max_completion_length": 32, "max_steps": 8, "per_device_train_batch_size": 8,
+                "echo_max_completion_length": 32, "max_steps": 20, "per_device_train_batch_size": 8,
                 "gradient_accumulation_steps": 1, "num_generations": 4, "max_turns": 6,
-                "max_completion_length": 12, "learning_rate": 3e-5, "temperature": 0.8, "top_k": 10,
+                "max_completion_length": 12, "learning_rate": 5e-5, "temperature": 1.0, "top_k": 10,
                 "factory_steps": 2, "factory_max_completion_length": 64, "enable_thinking": None,
+                "warm_start": True, "teacher_model": "wordle-teacher", "teacher_games": 200, "sft_learning_rate": 1e-4,
+                "sft_batch_size": 8, "eval_games": 150,
                 "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
                 "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
         "gpu": {"model": "Qwen/Qwen3-1.7B", "echo_model": "Qwen/Qwen2.5-0.5B-Instruct", "echo_steps": 20,
@@ -125,6 +132,8 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                 "gradient_accumulation_steps": 64, "num_generations": 2, "max_turns": 6,
                 "max_completion_length": 8, "learning_rate": 5e-6, "temperature": 0.8, "top_k": 10,
                 "factory_steps": 10, "factory_max_completion_length": 256, "enable_thinking": False,
+                "warm_start": False, "teacher_model": "wordle-teacher", "teacher_games": 200, "sft_learning_rate": 2e-5,
+                "sft_batch_size": 8, "eval_games": 150,
                 "use_vllm": True, "vllm_mode": "colocate", "seed": 0,
                 "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": True, "report_to": "trackio"},
     },

@@ -19,7 +19,18 @@ header). They belong in `completion_ids` with `env_mask` 0, so the loss skips th
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 from typing import Any
+
+
+@dataclass
+class TemplateView:
+    """What the rollout helpers below read from a trainer (its tokenizer and chat-template kwargs), without
+    one: the held-out evaluation and the SFT rows tokenize games with it exactly as the rollout does."""
+
+    processing_class: Any
+    chat_template_kwargs: dict = field(default_factory=dict)
+    chat_template: str | None = None   # None: the prefix-preserving template is found as for a trainer
 
 
 def tokenizer_of(trainer):

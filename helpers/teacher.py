@@ -296,7 +296,11 @@ def reply(policy: TeacherPolicy, request: dict) -> dict:
 
 def chat_completion(policy: TeacherPolicy, request: dict, model_name: str) -> dict:
     """A full chat.completion response object around `reply`."""
-    message = reply(policy, request)
+    return completion_response(reply(policy, request), request, model_name)
+
+
+def completion_response(message: dict, request: dict, model_name: str) -> dict:
+    """The chat.completion object an OpenAI-compatible server sends around one assistant `message`."""
     prompt_chars = sum(len(_message_text(m)) for m in request.get("messages") or [])
     completion_chars = len(json.dumps(message))
     usage = {"prompt_tokens": prompt_chars // 4, "completion_tokens": completion_chars // 4}

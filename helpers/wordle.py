@@ -13,16 +13,21 @@ so the loss only pushes on tokens the model produced, while every guess is condi
 feedback before it. Games in one GRPO group (the `num_generations` copies of a prompt, which
 arrive next to each other) share a secret word, so their rewards are comparable.
 
-Reward streams (the original TRL example's four), all in [0, 1], per game:
+Reward streams, all in [0, 1], one value per game, each rewarding one skill the held-out evaluation
+(`helpers.wordle_eval`) measures:
     correct     the environment's final reward: 1.0 for a win; after six guesses TextArena gives
                 partial credit (the last guess's letters in place, yellows counting half)
-    greens      green letters in the last feedback / 5
-    yellows     yellow letters in the last feedback / 5
-    repetition  share of turns that produced a guess not made before in the game
+    valid       share of the game's moves the game accepted (a real, new five-letter word in brackets)
+    consistent  share of the moves after the first feedback that could still be the secret word
+                (keep the greens, move the yellows, drop the greys): playing the information
+    letters     greens + yellows per accepted guess / 5: getting closer
+(TRL's original Wordle example rewards the last feedback's greens and yellows and non-repetition;
+a game's last row says little about the moves before it, and a repeat is already an invalid move.)
 """
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass, field
 
@@ -85,17 +90,54 @@ def feedback_counts(feedback: list[str]) -> tuple[int, int]:
     return feedback[-1].count("G"), feedback[-1].count("Y")
 
 
-def repetition_score(guesses: list[str | None]) -> float:
-    """Share of turns whose guess is new in this game (no guess counts as not new); 0.0 for no turns."""
-    if not guesses:
-        return 0.0
-    seen, fresh = set(), 0
-    for guess in guesses:
-        if guess is not None and guess not in seen:
-            fresh += 1
-        if guess is not None:
-            seen.add(guess)
-    return fresh / len(guesses)
+def feedback_pattern(guess: str, secret: str) -> str:
+    """The feedback row TextArena gives `guess` against `secret`, e.g. ("slate", "crane") -> "XXGXG".
+
+    TextArena's two passes: greens first, then each other letter is yellow while unmatched copies of
+    it remain in the secret, else grey (so a doubled letter is yellow only as often as it occurs)."""
+    left = [s if g != s else None for g, s in zip(guess, secret)]
+    row = []
+    for g, s in zip(guess, secret):
+        if g == s:
+            row.append("G")
+        elif g in left:
+            row.append("Y")
+            left[left.index(g)] = None
+        else:
+            row.append("X")
+    return "".join(row)
+
+
+def is_consistent(word: str, history: list[tuple[str, str]]) -> bool:
+    """Could `word` still be the secret after the (guess, feedback) rows of `history`?"""
+    return all(feedback_pattern(guess, word) == row for guess, row in history)
+
+
+@dataclass
+class Move:
+    """One move of a game as the environment judged it."""
+
+    guess: str | None          # the five-letter word read from the reply (None: none found)
+    valid: bool                # the game accepted it (a real, new five-letter word in brackets)
+    feedback: str | None       # its row, e.g. "XGYXX" ("GGGGG" for the winning move); None when refused
+    consistent: bool           # valid, and it could still have been the secret given the earlier rows
+
+
+def game_skills(moves: list[Move], won: bool) -> dict:
+    """What one game shows about the player, each in [0, 1] except `greens_yellows` (0-5) and `turns`:
+    valid (share of moves accepted), consistent (share of the moves made after the first feedback that
+    could still be the secret; a game with no such move counts 1 if won at once, else 0), letters
+    (greens + yellows per accepted guess / 5), turns (moves played)."""
+    valid = [m for m in moves if m.valid]
+    first_row = next((i for i, m in enumerate(moves) if m.feedback), None)
+    later = moves[first_row + 1:] if first_row is not None else []
+    if later:
+        consistent = sum(m.consistent for m in later) / len(later)
+    else:
+        consistent = 1.0 if won and len(moves) == 1 else 0.0
+    greens_yellows = (sum(5 - m.feedback.count("X") for m in valid) / len(valid)) if valid else 0.0
+    return {"valid": len(valid) / len(moves) if moves else 0.0, "consistent": consistent,
+            "letters": greens_yellows / 5, "greens_yellows": greens_yellows, "turns": len(moves), "won": bool(won)}
 
 
 # -- reward functions: they read the per-game values the rollout returned (extra keys reach kwargs) --
@@ -104,26 +146,27 @@ def _passthrough(completions, values):
 
 
 def reward_correct(completions, correct_reward=None, **kwargs) -> list[float]:
-    """Win (1.0) / loss signal from the environment."""
+    """The environment's final reward: 1.0 for a win, partial credit after six guesses."""
     return _passthrough(completions, correct_reward)
 
 
-def reward_greens(completions, green_reward=None, **kwargs) -> list[float]:
-    """Green letters in the last feedback / 5."""
-    return _passthrough(completions, green_reward)
+def reward_valid(completions, valid_reward=None, **kwargs) -> list[float]:
+    """Share of the game's moves the game accepted."""
+    return _passthrough(completions, valid_reward)
 
 
-def reward_yellows(completions, yellow_reward=None, **kwargs) -> list[float]:
-    """Yellow letters in the last feedback / 5."""
-    return _passthrough(completions, yellow_reward)
+def reward_consistent(completions, consistent_reward=None, **kwargs) -> list[float]:
+    """Share of the moves after the first feedback that could still be the secret word."""
+    return _passthrough(completions, consistent_reward)
 
 
-def reward_repetition(completions, repetition_reward=None, **kwargs) -> list[float]:
-    """Share of turns with a new guess (repeats and non-answers score 0)."""
-    return _passthrough(completions, repetition_reward)
+def reward_letters(completions, letters_reward=None, **kwargs) -> list[float]:
+    """Greens + yellows per accepted guess / 5."""
+    return _passthrough(completions, letters_reward)
 
 
-REWARD_FUNCS = [reward_correct, reward_greens, reward_yellows, reward_repetition]
+REWARD_FUNCS = [reward_correct, reward_valid, reward_consistent, reward_letters]
+STREAMS = ("correct", "valid", "consistent", "letters")   # the rollout's `<stream>_reward` keys
 
 
 @dataclass
@@ -131,13 +174,13 @@ class Game:
     """One game's tokens and record while it is played."""
 
     seed: int
+    word: str | None           # the secret word asked for (None: the server drew it from the seed)
     prompt_ids: list[int]
     completion_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     replies: list[str] = field(default_factory=list)
-    guesses: list[str | None] = field(default_factory=list)
-    invalid_moves: int = 0
+    moves: list[Move] = field(default_factory=list)
     done: bool = False
     result: object = None  # the last StepResult
 
@@ -146,6 +189,18 @@ class Game:
         self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
         self.env_mask += [int(from_model)] * len(ids)
 
+    def judge(self, reply: str, observation) -> None:
+        """Record the move the game just judged (its reply to `reply` is `observation`)."""
+        guess = extract_guess(reply)
+        valid = not observation.invalid_move and guess is not None
+        if valid and observation.won:
+            row = "G" * len(guess)
+        else:
+            row = observation.feedback[-1] if valid and observation.feedback else None
+        history = [(m.guess, m.feedback) for m in self.moves if m.feedback]
+        self.moves.append(Move(guess=guess, valid=valid, feedback=row,
+                               consistent=valid and is_consistent(guess, history)))
+
 
 class WordleRollout:
     """A `rollout_func` for GRPOTrainer: `GRPOTrainer(..., rollout_func=WordleRollout(url))`.
@@ -153,22 +208,32 @@ class WordleRollout:
     Args:
         base_url: the TextArena Wordle server (local or a Space).
         max_turns: guesses per game at most (Wordle allows 6).
-        seed: secret words are drawn with seeds seed, seed+1, ... (one per GRPO group).
+        seed: GRPO group i plays with seed seed+i (one secret word per group).
+        words: secret words to draw from (with `random.Random(seed)`), e.g. the training side of
+            `helpers.wordle_eval.split_words`, so training never plays a held-out word. None: the
+            server draws from its own list with the seed.
         system_prompt: the system message of every game.
         max_new_tokens: tokens per guess; default the trainer's max_completion_length.
 
-    `episodes` keeps one record per finished game (step, guesses, rewards, win) for metrics.
+    `episodes` keeps one record per finished game (step, word, moves, skills, win) for metrics.
     """
 
-    def __init__(self, base_url: str, *, max_turns: int = 6, seed: int = 0,
+    def __init__(self, base_url: str, *, max_turns: int = 6, seed: int = 0, words: list[str] | None = None,
                  system_prompt: str = SYSTEM_PROMPT, max_new_tokens: int | None = None):
         self.base_url = base_url
         self.max_turns = max_turns
         self.next_seed = seed
+        self.words = sorted(words) if words is not None else None
+        if self.words is not None and not self.words:
+            raise ValueError("WordleRollout got an empty `words` list: pass the training words to draw secrets from.")
         self.system_prompt = system_prompt
         self.max_new_tokens = max_new_tokens
         self.episodes: list[dict] = []
         self._clients: list = []
+
+    def word_for(self, seed: int) -> str | None:
+        """The secret word a group with this seed plays (None: the server picks it from the seed)."""
+        return random.Random(seed).choice(self.words) if self.words is not None else None
 
     # one WebSocket session per game played at once, kept open across steps
     def _sessions(self, n: int) -> list:
@@ -190,10 +255,10 @@ class WordleRollout:
         group = max(1, getattr(trainer, "num_generations", 1))
         seeds = [self.next_seed + i // group for i in range(len(prompts))]
         self.next_seed += -(-len(prompts) // group)
-        games = self.play(trainer, prompts, seeds)
+        games = self.play(trainer, prompts, seeds, [self.word_for(s) for s in seeds])
         step = trainer.state.global_step
         out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-               "correct_reward": [], "green_reward": [], "yellow_reward": [], "repetition_reward": []}
+               **{f"{key}_reward": [] for key in STREAMS}}
         for game in games:
             record = self.score(game)
             self.episodes.append({"step": step, **record})
@@ -201,38 +266,44 @@ class WordleRollout:
             out["completion_ids"].append(game.completion_ids)
             out["logprobs"].append(game.logprobs)
             out["env_mask"].append(game.env_mask)
-            for key in ("correct", "green", "yellow", "repetition"):
+            for key in STREAMS:
                 out[f"{key}_reward"].append(record[key])
         return out
 
-    def play(self, trainer, prompts: list, seeds: list[int]) -> list[Game]:
-        """Play one game per prompt, all at once: each turn is one batched generation."""
+    def play(self, trainer, prompts: list, seeds: list[int], words: list[str | None] | None = None,
+             generate=None) -> list[Game]:
+        """Play one game per prompt, all at once: each turn is one batched generation.
+
+        `trainer` supplies the tokenizer and chat template (a `helpers.rollouts.TemplateView` will do);
+        `generate(list of token-id lists) -> outputs` defaults to sampling with the trainer
+        (`generate_rollout_completions`); the held-out evaluation passes a greedy one."""
         from textarena_env import TextArenaAction
 
+        if generate is None:
+            def generate(ids):
+                return generate_rollout_completions(trainer, ids, max_new_tokens=self.max_new_tokens)
+        words = words or [None] * len(prompts)
         clients = self._sessions(len(prompts))
         games = []
-        for client, prompt, seed in zip(clients, prompts, seeds):
-            result = client.reset(seed=seed)
+        for client, prompt, seed, word in zip(clients, prompts, seeds, words):
+            result = client.reset(seed=seed, word=word) if word else client.reset(seed=seed)
             user = f"{_text_of(prompt)}\n\n{result.observation.prompt}".strip()
             messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
-            games.append(Game(seed=seed, prompt_ids=chat_prompt_ids(trainer, messages), result=result))
+            games.append(Game(seed=seed, word=word, prompt_ids=chat_prompt_ids(trainer, messages), result=result))
         eos = tokenizer_of(trainer).eos_token_id
         for turn in range(self.max_turns):
             active = [i for i, g in enumerate(games) if not g.done]
             if not active:
                 break
-            outputs = generate_rollout_completions(
-                trainer, [games[i].prompt_ids + games[i].completion_ids for i in active],
-                max_new_tokens=self.max_new_tokens)
+            outputs = generate([games[i].prompt_ids + games[i].completion_ids for i in active])
             last_turn = turn == self.max_turns - 1
             for i, output in zip(active, outputs):
                 game = games[i]
-                game.add(output["completion_ids"], output["logprobs"], from_model=True)
+                game.add(output["completion_ids"], output.get("logprobs"), from_model=True)
                 game.replies.append(output["text"])
-                game.guesses.append(extract_guess(output["text"]))
                 result = clients[i].step(TextArenaAction(message=guess_message(output["text"])))
                 game.result = result
-                game.invalid_moves += int(result.observation.invalid_move)
+                game.judge(output["text"], result.observation)
                 game.done = bool(result.done)
                 if not game.done and not last_turn:
                     if not game.completion_ids or game.completion_ids[-1] != eos:
@@ -242,22 +313,22 @@ class WordleRollout:
 
     @staticmethod
     def score(game: Game) -> dict:
-        """The four reward values and the record of one finished game."""
+        """The reward streams and the record of one finished game."""
         observation = game.result.observation
-        greens, yellows = feedback_counts(observation.feedback)
-        parsed = [g for g in game.guesses if g is not None]
+        won = bool(observation.won)
+        skills = game_skills(game.moves, won)
+        guesses = [m.guess for m in game.moves]
+        parsed = [g for g in guesses if g is not None]
         return {
             "seed": game.seed,
+            "word": game.word or observation.secret_word,
             "correct": float(game.result.reward or 0.0),
-            "green": greens / 5.0,
-            "yellow": yellows / 5.0,
-            "repetition": repetition_score(game.guesses),
-            "won": bool(observation.won),
-            "turns": len(game.guesses),
-            "guesses": game.guesses,
+            **skills,
+            "guesses": guesses,
+            "feedback": [m.feedback for m in game.moves],
             "parsed_guesses": len(parsed),
             "repeated_guesses": len(parsed) - len(set(parsed)),
-            "invalid_moves": game.invalid_moves,
+            "invalid_moves": sum(not m.valid for m in game.moves),
             "secret_word": observation.secret_word,
             "first_reply": game.replies[0] if game.replies else "",
         }
@@ -292,7 +363,7 @@ def summarize(episodes: list[dict], window: int = 1) -> dict:
         "guess_parse_rate": parsed / max(1, sum(e["turns"] for e in episodes)),
         "mean_turns": mean(episodes, "turns"),
     }
-    for key in ("correct", "green", "yellow", "repetition"):
+    for key in STREAMS:
         metrics[f"{key}_first"] = mean(first, key)
         metrics[f"{key}_last"] = mean(last, key)
     return metrics

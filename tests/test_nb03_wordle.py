@@ -41,17 +41,49 @@ def test_guess_message_falls_back_to_the_reply_so_the_game_complains():
 def test_reward_helpers():
     assert wordle.feedback_counts([]) == (0, 0)
     assert wordle.feedback_counts(["XXXXX", "GYXGY"]) == (2, 2)
-    assert wordle.repetition_score([]) == 0.0
-    assert wordle.repetition_score(["crane", "slate"]) == 1.0
-    assert wordle.repetition_score(["crane", "crane", None, "slate"]) == 0.5
-    rewards = wordle.reward_greens(["a", "b"], green_reward=[0.2, 0.4])
+    rewards = wordle.reward_valid(["a", "b"], valid_reward=[0.2, 0.4])
     assert rewards == [0.2, 0.4] and wordle.reward_correct(["a"]) == [0.0]
+    assert [f.__name__ for f in wordle.REWARD_FUNCS] == [f"reward_{key}" for key in wordle.STREAMS]
+
+
+@pytest.mark.parametrize("guess, secret, row", [
+    ("slate", "crane", "XXGXG"),
+    ("crane", "crane", "GGGGG"),
+    ("eerie", "there", "YXYXG"),   # one e is green, the other e's: one yellow (one left), one grey
+    ("speed", "abide", "XXYXY"),
+    ("llama", "hello", "YYXXX"),
+])
+def test_feedback_pattern_is_textarenas(guess, secret, row):
+    assert wordle.feedback_pattern(guess, secret) == row
+
+
+def test_consistency_keeps_greens_moves_yellows_drops_greys():
+    history = [("slate", "XXGXG")]                 # secret: _ _ a _ e, no s/l/t
+    assert wordle.is_consistent("crane", history)
+    assert not wordle.is_consistent("slate", history)   # its own row would be all green
+    assert wordle.is_consistent("brave", [("slate", "XXGXG"), ("crane", "XGGXG")])
+    assert not wordle.is_consistent("crate", [("slate", "XXGXG"), ("crane", "XGGXG")])  # crane's c was grey
+    assert wordle.is_consistent("anything", [])
+
+
+def test_game_skills_count_what_each_move_shows():
+    Move = wordle.Move
+    moves = [Move("slate", True, "XXGXG", True), Move(None, False, None, False),
+             Move("crane", True, "GGGGG", True)]
+    skills = wordle.game_skills(moves, won=True)
+    assert skills["valid"] == pytest.approx(2 / 3)
+    assert skills["consistent"] == pytest.approx(1 / 2)   # after the first row: one refused, one consistent
+    assert skills["greens_yellows"] == pytest.approx((2 + 5) / 2) and skills["letters"] == pytest.approx(0.7)
+    assert skills["turns"] == 3 and skills["won"] is True
+    assert wordle.game_skills([Move("crane", True, "GGGGG", True)], won=True)["consistent"] == 1.0
+    assert wordle.game_skills([Move(None, False, None, False)] * 2, won=False) == {
+        "valid": 0.0, "consistent": 0.0, "letters": 0.0, "greens_yellows": 0.0, "turns": 2, "won": False}
 
 
 def test_summarize_compares_first_and_last_steps():
     def game(step, correct, won, guesses):
         parsed = [g for g in guesses if g]
-        return {"step": step, "correct": correct, "green": 0.2 * step, "yellow": 0.0, "repetition": 1.0,
+        return {"step": step, "correct": correct, "valid": 0.5 * step, "consistent": 0.0, "letters": 0.1,
                 "won": won, "turns": len(guesses), "parsed_guesses": len(parsed),
                 "repeated_guesses": len(parsed) - len(set(parsed))}
 
@@ -62,12 +94,66 @@ def test_summarize_compares_first_and_last_steps():
     assert summary["win_rate"] == 0.25
     assert summary["repeated_guess_rate"] == pytest.approx(1 / 5)
     assert summary["correct_first"] == pytest.approx(0.05) and summary["correct_last"] == 1.0
-    assert summary["green_first"] == 0.0 and summary["green_last"] == pytest.approx(0.4)
+    assert summary["valid_first"] == 0.0 and summary["valid_last"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="No games"):
         wordle.summarize([])
 
 
-# ---------------------------------------------------------------------- real server + real trainer
+def test_held_out_words_never_overlap_training_words():
+    from helpers.wordle_eval import check_held_out, split_words, wordle_words
+
+    words = wordle_words()
+    assert len(words) == 1384 and words == sorted(words)
+    train, held = split_words(words, 150)
+    assert len(held) == 150 and len(train) == 1234 and not set(train) & set(held)
+    assert split_words(words, 150) == (train, held)          # fixed by the seed
+    assert split_words(words, 150, seed=1)[1] != held
+    with pytest.raises(ValueError, match="n_eval must be between 1 and 1383"):
+        split_words(words, 1384)
+    with pytest.raises(ValueError, match=r"2 evaluation word\(s\) are also training words \(abbey, acorn\).*split_words"):
+        check_held_out(["abbey", "acorn", "actor"], ["abbey", "acorn", "zebra"])
+
+
+def test_a_rollout_draws_secret_words_only_from_its_list():
+    rollout = wordle.WordleRollout("http://unused", seed=5, words=["crane", "slate"])
+    assert {rollout.word_for(s) for s in range(50)} == {"crane", "slate"}
+    assert rollout.word_for(7) == rollout.word_for(7)
+    with pytest.raises(ValueError, match="empty `words`"):
+        wordle.WordleRollout("http://unused", words=[])
+
+
+def test_paired_changes_pair_games_word_by_word():
+    from helpers.wordle_eval import paired_changes, summarize_games
+
+    def games(valid):
+        return [{"valid": v, "consistent": 0.0, "greens_yellows": 1.0, "turns": 2, "won": False} for v in valid]
+
+    before = summarize_games(games([0.5] * 20), ["w"] * 20)
+    after = summarize_games(games([0.5] * 10 + [1.0] * 10), ["w"] * 20)
+    changes = {c.key: c for c in paired_changes(before, after)}
+    assert changes["valid"].change == pytest.approx(0.25) and changes["valid"].gained == 10
+    assert changes["valid"].resolved and not changes["turns"].resolved
+    assert "+25.0 points" in str(changes["valid"])
+    other = summarize_games(games([0.5] * 20), ["x"] * 20)
+    with pytest.raises(ValueError, match="same words"):
+        paired_changes(before, other)
+
+
+# ---------------------------------------------------------------------- the scripted teacher
+def test_the_scripted_player_reads_the_board_and_stays_consistent():
+    from helpers.wordle_teacher import ScriptedPlayer, read_board
+
+    messages = [{"role": "system", "content": "x"}, {"role": "user", "content": "You are Playing Wordle."},
+                {"role": "assistant", "content": "[slate]"},
+                {"role": "user", "content": "You submitted [slate].\nFeedback:\nS L A T E\nX X G X G\nYou have 5 guesses left."}]
+    assert read_board(messages) == [("slate", "XXGXG")]
+    player = ScriptedPlayer(["slate", "crane", "brave", "shake", "grape"], seed=0)
+    for seed in range(10):
+        guess = ScriptedPlayer(player.words, seed=seed).reply(messages)
+        assert guess in ("[crane]", "[brave]", "[grape]")   # _ _ a _ e without s, l, t
+    assert player.reply([{"role": "user", "content": "What is 2 + 2?"}]).startswith("I only play Wordle")
+
+
 @pytest.fixture(scope="module")
 def wordle_url(tmp_path_factory):
     with LocalServer("textarena_env.server.app:app", env={"MAX_CONCURRENT_ENVS": "16"},
@@ -75,6 +161,79 @@ def wordle_url(tmp_path_factory):
         yield server.base_url
 
 
+@pytest.fixture(scope="module")
+def wordle_teacher(tmp_path_factory):
+    with LocalServer("helpers.wordle_teacher:create_app", factory=True, name="wordle-teacher",
+                     log_dir=tmp_path_factory.mktemp("teacher-logs")) as server:
+        yield server
+
+
+def test_the_teacher_wins_real_games_and_its_rows_are_the_rollouts_tokens(wordle_url, wordle_teacher):
+    """Over the OpenAI protocol the local player wins real games; each won game's SFT row is token for token what
+    WordleRollout produces when the same replies are played through the server (prompt, guesses, masked feedback)."""
+    from helpers.models import resolve_model
+    from helpers.rollouts import TemplateView
+    from helpers.sft_data import Teacher
+    from helpers.wordle_eval import split_words, wordle_words
+    from helpers.wordle_teacher import collect_games, sft_rows, won_games
+    from transformers import AutoTokenizer
+
+    train, held = split_words(wordle_words(), 150)
+    games = collect_games(Teacher.endpoint(wordle_teacher.base_url, "wordle-teacher"), wordle_url, train, n_games=12)
+    assert all(g["word"] in train for g in games)
+    assert sum(g["won"] for g in games) >= 10 and all(g["invalid_moves"] == 0 for g in games)
+    kept = won_games(games)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny"))
+    view = TemplateView(tokenizer, {"enable_thinking": False})
+    rows = sft_rows(kept[:3], view)
+
+    for game, row in zip(kept[:3], rows):
+        replies = iter(m["content"] for m in game["messages"] if m["role"] == "assistant")
+
+        def replay(prompts):
+            out = []
+            for _ in prompts:
+                text = next(replies)
+                out.append({"completion_ids": tokenizer(text, add_special_tokens=False)["input_ids"]
+                            + [tokenizer.eos_token_id], "text": text})
+            return out
+
+        player = wordle.WordleRollout(wordle_url)
+        try:
+            [played] = player.play(view, [wordle.DATASET_PROMPT], [0], [game["word"]], generate=replay)
+        finally:
+            player.close()
+        assert row["input_ids"] == played.prompt_ids + played.completion_ids
+        assert row["assistant_masks"] == [0] * len(played.prompt_ids) + played.env_mask
+        assert bool(played.result.observation.won)
+
+
+def test_bad_teachers_stop_with_what_to_set(wordle_url):
+    from helpers.servers import free_port
+    from helpers.sft_data import NoExamplesError, Teacher, TeacherError
+    from helpers.wordle_teacher import collect_games, won_games
+
+    dead = Teacher.endpoint(f"http://127.0.0.1:{free_port()}", "wordle-teacher")
+    with pytest.raises(TeacherError, match="did not answer.*TEACHER_URL"):
+        collect_games(dead, wordle_url, ["crane"], n_games=1, timeout=5)
+    with pytest.raises(NoExamplesError, match="won none of its 2 games.*TEACHER_GAMES"):
+        won_games([{"won": False, "invalid_moves": 2}, {"won": True, "invalid_moves": 1}])
+    with pytest.raises(ValueError, match="training words"):
+        collect_games(dead, wordle_url, [], n_games=1)
+
+
+def test_the_server_refuses_a_word_list_it_cannot_play(wordle_url):
+    from helpers.wordle_eval import evaluate_wordle
+
+    with pytest.raises(ValueError, match=r"five-letter words a-z; 1 evaluation word\(s\) are not \('toolong'\).*split_words"):
+        evaluate_wordle(None, None, wordle_url, ["crane", "toolong"])
+    from textarena_env import TextArenaEnv
+
+    with TextArenaEnv(base_url=wordle_url).sync() as env, pytest.raises(Exception, match="word= must be 5 letters"):
+        env.reset(word="toolong")   # what the server itself says to a client that skips that check
+
+
+# ---------------------------------------------------------------------- real server + real trainer
 def make_trainer(tmp_path, rollout, **config):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -100,8 +259,7 @@ def test_multi_turn_rollout_output_is_consistent_across_turns(wordle_url, tmp_pa
     finally:
         rollout.close()
 
-    keys = {"prompt_ids", "completion_ids", "logprobs", "env_mask", "correct_reward", "green_reward",
-            "yellow_reward", "repetition_reward"}
+    keys = {"prompt_ids", "completion_ids", "logprobs", "env_mask", *(f"{k}_reward" for k in wordle.STREAMS)}
     assert set(out) == keys and all(len(v) == 4 for v in out.values())
     eos = tokenizer.eos_token_id
     for i in range(4):
@@ -111,8 +269,8 @@ def test_multi_turn_rollout_output_is_consistent_across_turns(wordle_url, tmp_pa
         assert mask[0] == 1 and mask[-1] == 1  # starts and ends with the model's own tokens
         assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0)
         assert all(lp <= 0.0 and math.isfinite(lp) for lp, m in zip(logprobs, mask) if m == 1)
-        for key in ("correct_reward", "green_reward", "yellow_reward", "repetition_reward"):
-            assert 0.0 <= out[key][i] <= 1.0
+        for key in wordle.STREAMS:
+            assert 0.0 <= out[f"{key}_reward"][i] <= 1.0
 
     # Every game got past turn 1 (one invalid move never ends a game), so each has environment turns,
     # and each environment segment is the game's reply wrapped as a user turn by the chat template.
@@ -179,7 +337,7 @@ def test_notebook_runs_tiny(notebook_runner):
     assert metrics["activation_checkpointing"] is False  # CPU: TRL's default would only cost time
     assert metrics["model_dtype"] == "torch.float32"   # a loaded fp32 model, whatever the precision
     assert_precision_recorded(metrics, cell_outputs_text(executed))
-    for key in ("correct", "green", "yellow", "repetition"):
+    for key in ("correct", "valid", "consistent", "letters"):
         for when in ("first", "last"):
             assert 0.0 <= metrics[f"{key}_{when}"] <= 1.0
     for key in ("win_rate", "repeated_guess_rate", "guess_parse_rate"):
@@ -188,9 +346,30 @@ def test_notebook_runs_tiny(notebook_runner):
     assert metrics["echo_steps"] == 1 and metrics["echo_env_reward_first"] is not None
     assert metrics["echo_env_rewards_seen"] > 0   # env_reward reached the reward function through rollout_func
     assert metrics["factory_steps"] == 1
-    # one of the environment_factory model's own rollouts, shown whole (helpers.show)
+    # the warm start: the local teacher played training words, won, and its games were trained on
+    assert metrics["warm_start"] is True and metrics["teacher_games"] == 8 and 6 <= metrics["teacher_kept"] <= 8
+    assert metrics["sft_seconds"] > 0
+    # the held-out evaluation: the same 6 words, never training words, at three stages, each skill with its interval
+    assert metrics["eval_words"] == 6 and metrics["train_words"] == 1384 - 6
+    for stage in ("base", "warm", "after"):
+        held = metrics["held_out"][stage]
+        assert held["n"] == 6
+        for key in ("valid", "consistent", "won"):
+            lo, hi = held[key + "_ci"]
+            assert 0.0 <= held[key] <= 1.0 and lo <= held[key] <= hi
+        assert held["turns"] >= 1   # every game played at least one move
+    for change in ("warm_change", "grpo_change"):
+        assert set(metrics[change]) == {"valid", "consistent", "greens_yellows", "turns", "won"}
+        for value in metrics[change].values():
+            lo, hi = value["ci"]
+            assert lo <= value["change"] <= hi
+    expected = metrics["held_out"]["after"]["valid"] - metrics["held_out"]["warm"]["valid"]
+    assert metrics["grpo_change"]["valid"]["change"] == pytest.approx(expected)   # paired means = difference of means
     text = cell_outputs_text(executed)
+    assert "6 held-out games, greedy:" in text and "after GRPO - warm start, on the same held-out words:" in text
+    # one of the environment_factory model's own rollouts, shown whole (helpers.show), and its tool calls counted
     assert "One rollout of the last step:\nprompt    │ Play Wordle" in text and "\ntool call │ " in text
+    assert f"tool calls per rollout over 1 step(s): {metrics['factory_tool_call_frequency']:.2f}" in text
     assert "reward    │ factory_correct +" in text and "factory_greens +" in text
     # one rollout_func game token by token: the model's guesses trained, the game's feedback masked, template checked
     assert "MODEL (trained), " in text and "ENV (masked), " in text and "You submitted" in text

@@ -1,0 +1,229 @@
+"""Held-out Wordle evaluation: fixed secret words training never draws, played greedily through the real
+TextArena server, before and after training, with 95 % intervals and the paired change per skill.
+
+    train_words, eval_words = split_words(wordle_words(), n_eval=150)
+    before = evaluate_wordle(model, tokenizer, env_url, eval_words)
+    ...train on train_words...
+    after = evaluate_wordle(model, tokenizer, env_url, eval_words)
+    for change in paired_changes(before, after): print(change)
+
+Each game is played exactly as `helpers.wordle.WordleRollout` plays it (same prompt, same tokens, same
+chat template), only greedy instead of sampled, so what it measures is what GRPO trained.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, dataclass, field
+
+from helpers.evaluation import wilson_interval
+
+EVAL_WORDS_SEED = 20_261_125   # fixes which words are held out; training draws only from the others
+
+# The skills, as (key, what it is, scale): per-game values are averaged over games.
+SKILLS = (
+    ("valid", "valid guesses (a real, new five-letter word in brackets)", "share"),
+    ("consistent", "guesses consistent with all feedback so far", "share"),
+    ("greens_yellows", "greens + yellows per valid guess", "letters"),
+    ("turns", "turns played before the game ended", "turns"),
+    ("won", "games won", "share"),
+)
+
+
+def wordle_words() -> list[str]:
+    """The secret words TextArena's Wordle-v0 draws from (its 1,384 five-letter nouns), sorted."""
+    from textarena_env.server.environment import DEFAULT_ENV_ID, template_game
+
+    import textarena as ta
+
+    game = template_game(DEFAULT_ENV_ID)
+    while isinstance(game, ta.Wrapper):
+        game = game.env
+    return sorted(game.word_list)
+
+
+def split_words(words: list[str], n_eval: int, seed: int = EVAL_WORDS_SEED) -> tuple[list[str], list[str]]:
+    """(training words, held-out words): `n_eval` words drawn with `seed`, the rest for training."""
+    words = sorted(set(words))
+    if not 0 < n_eval < len(words):
+        raise ValueError(f"split_words: n_eval must be between 1 and {len(words) - 1} (the word list has "
+                         f"{len(words)} words), not {n_eval}.")
+    held_out = sorted(random.Random(seed).sample(words, n_eval))
+    kept = set(held_out)
+    return [w for w in words if w not in kept], held_out
+
+
+def check_held_out(train_words: list[str], eval_words: list[str]) -> None:
+    """Refuse an evaluation set that shares words with training (it would measure memory, not play)."""
+    shared = sorted(set(train_words) & set(eval_words))
+    if shared:
+        raise ValueError(f"{len(shared)} evaluation word(s) are also training words ({', '.join(shared[:5])}"
+                         f"{', ...' if len(shared) > 5 else ''}): build both lists with split_words().")
+
+
+def _mean_ci(values: list[float], z: float = 1.96) -> tuple[float, tuple[float, float]]:
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return mean, (mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n))
+
+
+@dataclass
+class WordleEval:
+    """One held-out evaluation: per-game records in `games`, and per skill the mean over games with its
+    95 % interval (`won`: Wilson interval; the others: normal approximation over games)."""
+
+    n: int
+    words: list[str]
+    metrics: dict = field(default_factory=dict)   # skill -> {"mean": x, "ci": [lo, hi]}
+    games: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "WordleEval":
+        return cls(**d)
+
+    def summary(self) -> dict:
+        """Flat numbers for metrics.json: `<skill>` and `<skill>_ci`."""
+        out = {"n": self.n}
+        for key, _, _ in SKILLS:
+            out[key] = self.metrics[key]["mean"]
+            out[key + "_ci"] = self.metrics[key]["ci"]
+        return out
+
+    def __str__(self) -> str:
+        lines = [f"{self.n} held-out games, greedy:"]
+        for key, what, scale in SKILLS:
+            m, (lo, hi) = self.metrics[key]["mean"], self.metrics[key]["ci"]
+            value = f"{m:.1%} [{lo:.1%}, {hi:.1%}]" if scale == "share" else f"{m:.2f} [{lo:.2f}, {hi:.2f}]"
+            lines.append(f"  {what:<58} {value}")
+        return "\n".join(lines)
+
+
+def summarize_games(games: list[dict], words: list[str]) -> WordleEval:
+    """A WordleEval from per-game records (`helpers.wordle.WordleRollout.score`)."""
+    if not games:
+        raise ValueError("No held-out games were played: pass at least one evaluation word.")
+    metrics = {}
+    for key, _, _ in SKILLS:
+        if key == "won":
+            wins = sum(g["won"] for g in games)
+            metrics[key] = {"mean": wins / len(games), "ci": list(wilson_interval(wins, len(games)))}
+        else:
+            mean, ci = _mean_ci([float(g[key]) for g in games])
+            metrics[key] = {"mean": mean, "ci": list(ci)}
+    return WordleEval(n=len(games), words=list(words), metrics=metrics, games=games)
+
+
+def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, max_turns: int = 6,
+                    max_new_tokens: int = 12, chat_template_kwargs: dict | None = None, precision: str | None = None,
+                    batch_size: int | None = None, prompt: str | None = None) -> WordleEval:
+    """Play one greedy game per word in `words` through the TextArena server at `base_url`, all games in
+    lockstep (one batched generation per turn), and summarize the skills.
+
+    `chat_template_kwargs` and `max_new_tokens` should be the trainer's (e.g. `{"enable_thinking": False}` for
+    Qwen3), and `precision` the autocast it trains in, so the evaluation sees the policy GRPO trains."""
+    import torch
+
+    from helpers import wordle
+    from helpers.evaluation import default_batch_size
+    from helpers.generation import generate_in_batches
+    from helpers.precision import autocast
+    from helpers.rollouts import TemplateView, tokenizer_of
+
+    if not words:
+        raise ValueError("evaluate_wordle needs at least one word: pass the held-out side of split_words().")
+    bad = [w for w in words if not (isinstance(w, str) and len(w) == 5 and w.isascii() and w.isalpha())]
+    if bad:
+        raise ValueError(f"The Wordle server plays five-letter words a-z; {len(bad)} evaluation word(s) are not "
+                         f"({', '.join(repr(w)[:20] for w in bad[:3])}): build the list with split_words(wordle_words(), n).")
+    view = TemplateView(tokenizer, dict(chat_template_kwargs or {}))
+    text_tokenizer = tokenizer_of(view)
+    eos = text_tokenizer.eos_token_id
+    pad = text_tokenizer.pad_token_id if text_tokenizer.pad_token_id is not None else eos
+
+    def greedy(prompts: list[list[int]]) -> list[dict]:
+        model.eval()
+        with torch.no_grad(), autocast(precision, model.device.type):
+            rows = generate_in_batches(model, prompts, batch_size=batch_size or default_batch_size(model),
+                                       pad_token_id=pad, max_new_tokens=max_new_tokens, do_sample=False)
+        outputs = []
+        for row in rows:
+            ids = row[: row.index(eos) + 1] if eos in row else row
+            outputs.append({"completion_ids": ids, "text": text_tokenizer.decode(ids, skip_special_tokens=True)})
+        return outputs
+
+    player = wordle.WordleRollout(base_url, max_turns=max_turns)
+    try:
+        games = player.play(view, [prompt or wordle.DATASET_PROMPT] * len(words), list(range(len(words))),
+                            list(words), generate=greedy)
+    finally:
+        player.close()
+    return summarize_games([player.score(g) for g in games], words)
+
+
+@dataclass
+class SkillChange:
+    """How one skill moved between two evaluations of the same words: the mean per-game difference
+    (after - before) with its 95 % interval, and the games that went up / down."""
+
+    key: str
+    what: str
+    scale: str
+    n: int
+    change: float
+    ci: tuple[float, float]
+    gained: int
+    lost: int
+
+    @property
+    def resolved(self) -> bool:
+        """The interval excludes 0."""
+        return self.ci[0] > 0 or self.ci[1] < 0
+
+    def __str__(self) -> str:
+        lo, hi = self.ci
+        verdict = "up" if lo > 0 else "down" if hi < 0 else "within noise"
+        if self.scale == "share":
+            numbers = f"{self.change * 100:+.1f} points [{lo * 100:+.1f}, {hi * 100:+.1f}]"
+        else:
+            numbers = f"{self.change:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+        return f"{self.what:<58} {numbers}  ({self.gained} games up, {self.lost} down: {verdict})"
+
+
+def paired_changes(before: WordleEval, after: WordleEval, z: float = 1.96) -> list[SkillChange]:
+    """Each skill's paired change, game by game, between two evaluations of the same words."""
+    if before.words != after.words or not before.words:
+        raise ValueError("paired_changes needs two evaluations of the same words: run evaluate_wordle with the same "
+                         "held-out words before and after training.")
+    changes = []
+    for key, what, scale in SKILLS:
+        diffs = [float(a[key]) - float(b[key]) for b, a in zip(before.games, after.games)]
+        mean, ci = _mean_ci(diffs, z)
+        changes.append(SkillChange(key, what, scale, len(diffs), mean, ci,
+                                   sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)))
+    return changes
+
+
+def skill_bars(evaluations: dict[str, WordleEval], *, title: str = "", save_to=None):
+    """One panel per skill: each evaluation's mean with its 95 % interval, side by side (e.g. base, warm
+    start, after GRPO), so a change reads at a glance."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(SKILLS), figsize=(3.2 * len(SKILLS), 3), squeeze=False)
+    names = list(evaluations)
+    for ax, (key, what, _) in zip(axes[0], SKILLS):
+        means = [evaluations[n].metrics[key]["mean"] for n in names]
+        lows = [m - evaluations[n].metrics[key]["ci"][0] for n, m in zip(names, means)]
+        highs = [evaluations[n].metrics[key]["ci"][1] - m for n, m in zip(names, means)]
+        ax.bar(names, means, yerr=[lows, highs], capsize=4, color=["tab:gray", "tab:blue", "tab:green"][:len(names)])
+        ax.set_title(what if len(what) < 34 else key, fontsize=9)
+        ax.tick_params(axis="x", labelsize=8)
+    fig.suptitle(title or "held-out games (95 % intervals)", fontsize=10)
+    fig.tight_layout()
+    if save_to is not None:
+        fig.savefig(save_to, dpi=120)
+    return fig
