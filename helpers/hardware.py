@@ -213,8 +213,6 @@ def check_fits(estimate: MemoryEstimate, available_gib: float, *, hint: str) -> 
 # prompt lengths are what the notebooks' prompts measure (system prompt + tool schema + question).
 # GRPO computes logits for the completion tokens only (TRL's logits_to_keep); SFT for every token.
 RUN_SHAPES = {   # notebook -> (settings, measured sequence length) -> (train, generate, logit) tokens
-    "00_openenv_quickstart": lambda s, n: (s.per_device_train_batch_size * (300 + s.max_completion_length), 0,
-                                           s.per_device_train_batch_size * s.max_completion_length),
     "01_grpo_walkthrough": lambda s, n: (s.per_device_train_batch_size * (350 + s.max_completion_length),
                                          s.per_device_train_batch_size * s.gradient_accumulation_steps
                                          * (350 + s.max_completion_length),

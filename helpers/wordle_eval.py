@@ -120,12 +120,13 @@ def summarize_games(games: list[dict], words: list[str]) -> WordleEval:
 
 def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, max_turns: int = 6,
                     max_new_tokens: int = 12, chat_template_kwargs: dict | None = None, precision: str | None = None,
-                    batch_size: int | None = None, prompt: str | None = None) -> WordleEval:
+                    batch_size: int | None = None, prompt: str | None = None, max_sessions: int = 64) -> WordleEval:
     """Play one greedy game per word in `words` through the TextArena server at `base_url`, all games in
     lockstep (one batched generation per turn), and summarize the skills.
 
     `chat_template_kwargs` and `max_new_tokens` should be the trainer's (e.g. `{"enable_thinking": False}` for
-    Qwen3), and `precision` the autocast it trains in, so the evaluation sees the policy GRPO trains."""
+    Qwen3), and `precision` the autocast it trains in, so the evaluation sees the policy GRPO trains. At most
+    `max_sessions` games run at once (the server needs that many free session slots)."""
     import torch
 
     from helpers import wordle
@@ -157,9 +158,12 @@ def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, max_tu
         return outputs
 
     player = wordle.WordleRollout(base_url, max_turns=max_turns)
-    try:
-        games = player.play(view, [prompt or wordle.DATASET_PROMPT] * len(words), list(range(len(words))),
-                            list(words), generate=greedy)
+    games = []
+    try:   # at most `max_sessions` games at once: the server's session slots are shared with training
+        for start in range(0, len(words), max_sessions):
+            chunk = list(words[start:start + max_sessions])
+            games += player.play(view, [prompt or wordle.DATASET_PROMPT] * len(chunk),
+                                 list(range(start, start + len(chunk))), chunk, generate=greedy)
     finally:
         player.close()
     return summarize_games([player.score(g) for g in games], words)

@@ -24,16 +24,13 @@ from eval_checks import assert_precision_recorded
 
 # notebook -> what differs from its gpu profile: the model, and how much to run
 RUNS = {
-    "00_openenv_quickstart": dict(MODEL="tiny-toolcall", MAX_STEPS=1, PER_DEVICE_TRAIN_BATCH_SIZE=4,
-                                  MAX_COMPLETION_LENGTH=48, SAVE_MERGED=True,
-                                  SANDBOX_WALL_TIMEOUT_S=2.0),   # how long the looping attacks run, as tiny's
     "01_grpo_walkthrough": dict(MODEL="tiny-toolcall", MAX_STEPS=1, MAX_COMPLETION_LENGTH=48, EVAL_N=2,
                                 EVAL_MAX_NEW_TOKENS=32, SAVE_MERGED=True),
     "02_sft_warmup": dict(MODEL="tiny", N_EPISODES=6, NUM_TRAIN_EPOCHS=1, BATCH_SIZE=2, EVAL_N=2,
                           EVAL_MAX_NEW_TOKENS=32, SAVE_MERGED=True),
     "03_wordle_rollout_func": dict(MODEL="tiny", ECHO_MODEL="tiny", ECHO_STEPS=1, ECHO_MAX_COMPLETION_LENGTH=16,
                                    MAX_STEPS=1, GRADIENT_ACCUMULATION_STEPS=2, MAX_TURNS=2, FACTORY_STEPS=1,
-                                   FACTORY_MAX_COMPLETION_LENGTH=32, SAVE_MERGED=True),
+                                   FACTORY_MAX_COMPLETION_LENGTH=32, EVAL_GAMES=4, SAVE_MERGED=True),
     "04_openreward_spec": dict(MODEL="tiny-toolcall", NUM_TASKS=16, MAX_STEPS=1, MAX_COMPLETION_LENGTH=48,
                                EVAL_TASKS=2, EVAL_MAX_NEW_TOKENS=32, SAVE_MERGED=True),
 }
@@ -65,17 +62,18 @@ def test_gpu_settings_run_on_cpu_with_a_tiny_model(notebook, notebook_runner, mo
             assert metrics[knob] == pytest.approx(expected), knob
     assert f"LoRA: learning_rate {gpu.learning_rate:g} -> {gpu.learning_rate * LORA_LR_MULTIPLIER:g}" in text
 
-    if gpu.get("use_vllm"):   # 00, 03: the profile wants vLLM; without CUDA it says why and generates with transformers
+    if gpu.get("use_vllm"):   # 03: the profile wants vLLM; without CUDA it says why and generates with transformers
         assert "vLLM not used: there is no CUDA GPU" in text and "use_vllm=False" in text
     if notebook == "03_wordle_rollout_func":
         assert metrics["generation_mode"] == "transformers generate (no vLLM)"
         assert metrics["factory_steps"] == 1 and metrics["echo_steps"] == 1
+        assert metrics["warm_start"] is False and metrics["held_out"]["after"]["n"] == 4   # the original recipe: no SFT
     if notebook == "02_sft_warmup":   # the profile wants OpenAI's gpt-5-mini; without a key the local teacher teaches
         assert metrics["teacher_kind"] == "local" and "OPENAI_API_KEY is neither in the environment" in text
         assert metrics["sft_steps"] >= 1 and metrics["eval_n"] == 2
     if notebook == "01_grpo_walkthrough":
         assert metrics["steps"] == 1 and metrics["eval_n"] == 2 and metrics["top_entropy_quantile"] == 1.0
-    if notebook in ("00_openenv_quickstart", "04_openreward_spec"):
+    if notebook == "04_openreward_spec":
         assert metrics["steps"] == 1
 
     if parameters.get("SAVE_MERGED"):

@@ -147,18 +147,19 @@ def test_every_notebooks_gpu_plan_fits_every_card_class():
 
     table = plan_table(CARDS)
     rows = [r for r in table.splitlines()[2:]]
-    assert len(rows) == 5 * len(CARDS) and not any(r.endswith("| NO |") for r in rows)
+    assert len(rows) == 4 * len(CARDS) and not any(r.endswith("| NO |") for r in rows)
 
 
 def test_a_run_too_big_for_the_card_gets_lora_unless_the_user_said_otherwise(capsys):
     from helpers.hardware import plan_memory
     from helpers.profiles import resolve_settings
 
-    # notebook 00's gpu recipe (full fine-tuning, vLLM colocated) is over 40 GB by the estimate
-    fitted = resolve_settings("00_openenv_quickstart", "gpu", gpu=A100)
+    # notebook 03's gpu recipe (full fine-tuning of Qwen3-1.7B, vLLM colocated) is over 32 GB by the estimate
+    v100 = GPU("Tesla V100-SXM2-32GB", 31.7, (7, 0))
+    fitted = resolve_settings("03_wordle_rollout_func", "gpu", gpu=v100)
     assert fitted.lora is True and "lora=True" in capsys.readouterr().out
-    assert plan_memory("00_openenv_quickstart", fitted, A100).total <= A100.memory_gib
-    mine = resolve_settings("00_openenv_quickstart", "gpu", gpu=A100, lora=False, quiet=True)
+    assert plan_memory("03_wordle_rollout_func", fitted, v100).total <= v100.memory_gib
+    mine = resolve_settings("03_wordle_rollout_func", "gpu", gpu=v100, lora=False, quiet=True)
     assert mine.lora is False
     with pytest.raises(WillNotFitError, match="Set LORA=True"):
-        check_fits(plan_memory("00_openenv_quickstart", mine, A100), A100.memory_gib, hint="Set LORA=True.")
+        check_fits(plan_memory("03_wordle_rollout_func", mine, v100), v100.memory_gib, hint="Set LORA=True.")

@@ -67,7 +67,7 @@ def _vllm_statements(notebook: str) -> str:
     return "\n".join(keep)
 
 
-@pytest.mark.parametrize("notebook", ["00_openenv_quickstart", "03_wordle_rollout_func"])
+@pytest.mark.parametrize("notebook", ["03_wordle_rollout_func"])
 def test_gpu_profile_of_the_notebook_continues_without_vllm(notebook, monkeypatch, capsys):
     """The notebook's own decision code, on a 'GPU' machine where vLLM is not installed (this one)."""
     if importlib.util.find_spec("vllm") is not None:
@@ -85,7 +85,7 @@ def test_gpu_profile_of_the_notebook_continues_without_vllm(notebook, monkeypatc
         exec(_vllm_statements(notebook), namespace)
 
 
-@pytest.mark.parametrize("notebook", ["00_openenv_quickstart", "03_wordle_rollout_func"])
+@pytest.mark.parametrize("notebook", ["03_wordle_rollout_func"])
 def test_profiles_size_vllm_with_fields_grpo_config_has(notebook):
     settings = resolve_settings(notebook, "gpu", quiet=True)
     config = trl.GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, use_vllm=True, vllm_mode="colocate",
