@@ -119,7 +119,7 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "enable_thinking": None, "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
                  "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "echo_model": "smollm2-135m", "echo_steps": 2,
-                "echo_max_completion_length": 32, "max_steps": 20, "per_device_train_batch_size": 8,
+                "echo_max_completion_length": 32, "max_steps": 30, "per_device_train_batch_size": 8,
                 "gradient_accumulation_steps": 1, "num_generations": 4, "max_turns": 6,
                 "max_completion_length": 12, "learning_rate": 5e-5, "temperature": 1.0, "top_k": 10,
                 "factory_steps": 2, "factory_max_completion_length": 64, "enable_thinking": None,

@@ -14,13 +14,15 @@ feedback before it. Games in one GRPO group (the `num_generations` copies of a p
 arrive next to each other) share a secret word, so their rewards are comparable.
 
 Reward streams, all in [0, 1], one value per game, each rewarding one skill the held-out evaluation
-(`helpers.wordle_eval`) measures:
-    correct     the environment's final reward: 1.0 for a win; after six guesses TextArena gives
-                partial credit (the last guess's letters in place, yellows counting half)
-    valid       share of the game's moves the game accepted (a real, new five-letter word in brackets)
-    consistent  share of the moves after the first feedback that could still be the secret word
+(`helpers.wordle_eval`) measures, counted over the game's `max_turns` turns (not over the moves played):
+a game cut short by a second invalid move in a row scores 0 for the turns it never played, and a won
+game keeps full marks for the turns it did not need (`turn_rewards`):
+    correct     the environment's final reward: 1.0 for a win; otherwise TextArena's partial credit
+                (the last guess's letters in place, yellows counting half)
+    valid       turns played with a guess the game accepted (a real, new five-letter word in brackets)
+    consistent  turns after the first feedback played with a guess that could still be the secret word
                 (keep the greens, move the yellows, drop the greys): playing the information
-    letters     greens + yellows per accepted guess / 5: getting closer
+    letters     greens + yellows of each accepted guess / 5, per turn: getting closer
 (TRL's original Wordle example rewards the last feedback's greens and yellows and non-repetition;
 a game's last row says little about the moves before it, and a repeat is already an invalid move.)
 """
@@ -140,6 +142,23 @@ def game_skills(moves: list[Move], won: bool) -> dict:
             "letters": greens_yellows / 5, "greens_yellows": greens_yellows, "turns": len(moves), "won": bool(won)}
 
 
+def turn_rewards(moves: list[Move], won: bool, max_turns: int) -> dict:
+    """The valid / consistent / letters reward streams of one game, each averaged over its `max_turns` turns:
+    turns a game never played (it ended on a second invalid move) count 0, turns a won game did not need
+    count 1. Averaging over the moves played instead rewarded cutting a game short after one good guess (a
+    measured GRPO run learned exactly that: docs/measurements.md#notebook-03)."""
+    spare = max(0, max_turns - len(moves)) if won else 0
+    first_row = next((i for i, m in enumerate(moves) if m.feedback), None)
+    after_first = max_turns - 1 - first_row if first_row is not None else 0
+    consistent = ((sum(m.consistent for m in moves[first_row + 1:]) + spare) / after_first
+                  if after_first > 0 else float(won))
+    return {
+        "valid": min(1.0, (sum(m.valid for m in moves) + spare) / max_turns),
+        "consistent": min(1.0, consistent),
+        "letters": min(1.0, (sum((5 - m.feedback.count("X")) / 5 for m in moves if m.valid) + spare) / max_turns),
+    }
+
+
 # -- reward functions: they read the per-game values the rollout returned (extra keys reach kwargs) --
 def _passthrough(completions, values):
     return [float(v) for v in values] if values is not None else [0.0] * len(completions)
@@ -151,17 +170,17 @@ def reward_correct(completions, correct_reward=None, **kwargs) -> list[float]:
 
 
 def reward_valid(completions, valid_reward=None, **kwargs) -> list[float]:
-    """Share of the game's moves the game accepted."""
+    """Turns played with an accepted guess, over the game's turns."""
     return _passthrough(completions, valid_reward)
 
 
 def reward_consistent(completions, consistent_reward=None, **kwargs) -> list[float]:
-    """Share of the moves after the first feedback that could still be the secret word."""
+    """Turns after the first feedback played with a guess that could still be the secret word."""
     return _passthrough(completions, consistent_reward)
 
 
 def reward_letters(completions, letters_reward=None, **kwargs) -> list[float]:
-    """Greens + yellows per accepted guess / 5."""
+    """Greens + yellows of each accepted guess / 5, per turn."""
     return _passthrough(completions, letters_reward)
 
 
@@ -267,7 +286,7 @@ class WordleRollout:
             out["logprobs"].append(game.logprobs)
             out["env_mask"].append(game.env_mask)
             for key in STREAMS:
-                out[f"{key}_reward"].append(record[key])
+                out[f"{key}_reward"].append(record["streams"][key])
         return out
 
     def play(self, trainer, prompts: list, seeds: list[int], words: list[str | None] | None = None,
@@ -311,19 +330,20 @@ class WordleRollout:
                     game.add(env_turn_ids(trainer, result.observation.last_message), None, from_model=False)
         return games
 
-    @staticmethod
-    def score(game: Game) -> dict:
-        """The reward streams and the record of one finished game."""
+    def score(self, game: Game) -> dict:
+        """The record of one finished game: its skills (what the evaluation measures) and its reward streams."""
         observation = game.result.observation
         won = bool(observation.won)
         skills = game_skills(game.moves, won)
+        correct = float(game.result.reward or 0.0)
         guesses = [m.guess for m in game.moves]
         parsed = [g for g in guesses if g is not None]
         return {
             "seed": game.seed,
             "word": game.word or observation.secret_word,
-            "correct": float(game.result.reward or 0.0),
+            "correct": correct,
             **skills,
+            "streams": {"correct": correct, **turn_rewards(game.moves, won, self.max_turns)},
             "guesses": guesses,
             "feedback": [m.feedback for m in game.moves],
             "parsed_guesses": len(parsed),
@@ -364,6 +384,6 @@ def summarize(episodes: list[dict], window: int = 1) -> dict:
         "mean_turns": mean(episodes, "turns"),
     }
     for key in STREAMS:
-        metrics[f"{key}_first"] = mean(first, key)
-        metrics[f"{key}_last"] = mean(last, key)
+        metrics[f"{key}_first"] = sum(e["streams"][key] for e in first) / len(first)
+        metrics[f"{key}_last"] = sum(e["streams"][key] for e in last) / len(last)
     return metrics

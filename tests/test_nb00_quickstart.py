@@ -1,5 +1,5 @@
 """Notebook 00 end to end with PROFILE=tiny: echo (async, sync, MCP), Wordle, the code feedback
-environment under attack, and a couple of GRPO steps through environment_factory."""
+environment under attack, and the environment_factory class driven by hand (no training: that starts in 01)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,13 @@ import pytest
 
 from helpers.notebooks import cell_outputs_text
 
-from eval_checks import assert_precision_recorded
-
 NOTEBOOK = "00_openenv_quickstart"
 
 
 @pytest.mark.slow
 def test_tiny_run_records_sane_metrics(notebook_runner):
     metrics, executed = notebook_runner(NOTEBOOK)
-    assert metrics["profile"] == "tiny"
-    assert_precision_recorded(metrics, cell_outputs_text(executed))
+    assert metrics["profile"] == "tiny" and metrics["model"] is None   # no model: this notebook trains nothing
     # Part 1: echo over the typed client and over MCP
     assert metrics["echo_reward"] == pytest.approx(1.5) and metrics["echo_message_length"] == 15
     assert metrics["mcp_tools"] == ["echo_message", "echo_with_length"]
@@ -42,19 +39,10 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert metrics["server_healthy_after_attacks"] and metrics["next_episode_reward"] == 1.0
     assert 0 < metrics["sandbox_overhead_ms_direct"] < 5000
     assert set(metrics["isolation"]) >= {"processes", "network", "files", "resources", "environment"}
-    # Part 5: GRPO ran through environment_factory
-    assert metrics["grpo_steps"] == 2
-    assert metrics["activation_checkpointing"] is False  # CPU: TRL's default would only cost time
-    assert -1.0 <= metrics["grpo_reward_mean"] <= 1.0
-    assert all(-1.0 <= r <= 1.0 for r in metrics["reward_curve"]) and len(metrics["reward_curve"]) == 2
-    if metrics["grpo_tool_call_frequency"] == 0:   # no rollout submitted code: each got the no-submission reward
-        assert metrics["grpo_reward_mean"] == -1.0
-    # one of the model's own rollouts of the last step, shown whole (helpers.show); the reward is get_reward()'s
+    # Part 5: the environment_factory class, driven by hand: its reward is the environment's, best submission counts
+    assert metrics["factory_rewards"] == {"before any submission": -1.0, "after a wrong one": -0.5,
+                                          "after a right one": 1.0}
     text = cell_outputs_text(executed)
-    assert "prompt    │ Write a Python function" in text and "reward    │ CodeTask " in text
-    if metrics["grpo_tool_call_frequency"] > 0:
-        assert "tool call │ run_code(code=" in text and "env reply │ status: " in text
-    else:   # the tiny model learned the tool-call shape for another tool: it writes text, calls nothing
-        assert "tool call │ (none: the model did not call a tool)" in text and "reward    │ CodeTask -1.00" in text
-    assert "write_token" not in text and 'trackio show --project "agent-rl-notebooks"' in text  # no dashboard frame
+    assert "reward before any submission: -1.0" in text and "status: ok" in text
+    assert "grpo_steps" not in metrics and not any(k.startswith("reward_curve") for k in metrics)
     assert executed.exists()

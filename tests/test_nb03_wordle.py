@@ -80,11 +80,26 @@ def test_game_skills_count_what_each_move_shows():
         "valid": 0.0, "consistent": 0.0, "letters": 0.0, "greens_yellows": 0.0, "turns": 2, "won": False}
 
 
+def test_reward_streams_count_the_turns_a_game_never_played():
+    Move = wordle.Move
+    good, refused = Move("slate", True, "XXGXG", True), Move("slate", False, None, False)
+    # a good guess, then two refusals: the game is over after 3 moves, 3 of its 6 turns never played
+    cut_short = wordle.turn_rewards([good, refused, refused], won=False, max_turns=6)
+    assert cut_short == {"valid": pytest.approx(1 / 6), "consistent": 0.0, "letters": pytest.approx(0.4 / 6)}
+    played_on = wordle.turn_rewards([good] + [Move("crane", True, "XXGXG", True)] * 5, won=False, max_turns=6)
+    assert played_on["valid"] == 1.0 and played_on["consistent"] == 1.0 and played_on["letters"] == pytest.approx(0.4)
+    # a win in two keeps full marks for the four turns it did not need
+    won = wordle.turn_rewards([good, Move("crane", True, "GGGGG", True)], won=True, max_turns=6)
+    assert won == {"valid": 1.0, "consistent": 1.0, "letters": pytest.approx((0.4 + 1 + 4) / 6)}
+    assert wordle.turn_rewards([Move("crane", True, "GGGGG", True)], won=True, max_turns=6)["consistent"] == 1.0
+    assert wordle.turn_rewards([refused, refused], won=False, max_turns=6) == {"valid": 0.0, "consistent": 0.0, "letters": 0.0}
+
+
 def test_summarize_compares_first_and_last_steps():
     def game(step, correct, won, guesses):
         parsed = [g for g in guesses if g]
-        return {"step": step, "correct": correct, "valid": 0.5 * step, "consistent": 0.0, "letters": 0.1,
-                "won": won, "turns": len(guesses), "parsed_guesses": len(parsed),
+        return {"step": step, "correct": correct, "won": won,
+                "streams": {"correct": correct, "valid": 0.5 * step, "consistent": 0.0, "letters": 0.1}, "turns": len(guesses), "parsed_guesses": len(parsed),
                 "repeated_guesses": len(parsed) - len(set(parsed))}
 
     episodes = [game(0, 0.0, False, ["crane", "crane"]), game(0, 0.1, False, [None]),
