@@ -92,6 +92,15 @@ def feedback_counts(feedback: list[str]) -> tuple[int, int]:
     return feedback[-1].count("G"), feedback[-1].count("Y")
 
 
+def check_words(words: list[str], what: str) -> None:
+    """Refuse secret words the Wordle server cannot play (it takes five letters a-z), naming them."""
+    bad = [w for w in words if not (isinstance(w, str) and len(w) == 5 and w.isascii() and w.isalpha())]
+    if bad:
+        raise ValueError(f"The Wordle server plays five-letter words a-z; {len(bad)} {what} word(s) are not "
+                         f"({', '.join(repr(w)[:20] for w in bad[:3])}): build the lists with "
+                         "helpers.wordle_eval.split_words(wordle_words(), n).")
+
+
 def feedback_pattern(guess: str, secret: str) -> str:
     """The feedback row TextArena gives `guess` against `secret`, e.g. ("slate", "crane") -> "XXGXG".
 
@@ -245,6 +254,7 @@ class WordleRollout:
         self.words = sorted(words) if words is not None else None
         if self.words is not None and not self.words:
             raise ValueError("WordleRollout got an empty `words` list: pass the training words to draw secrets from.")
+        check_words(self.words or [], "training")
         self.system_prompt = system_prompt
         self.max_new_tokens = max_new_tokens
         self.episodes: list[dict] = []

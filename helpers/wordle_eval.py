@@ -137,10 +137,7 @@ def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, max_tu
 
     if not words:
         raise ValueError("evaluate_wordle needs at least one word: pass the held-out side of split_words().")
-    bad = [w for w in words if not (isinstance(w, str) and len(w) == 5 and w.isascii() and w.isalpha())]
-    if bad:
-        raise ValueError(f"The Wordle server plays five-letter words a-z; {len(bad)} evaluation word(s) are not "
-                         f"({', '.join(repr(w)[:20] for w in bad[:3])}): build the list with split_words(wordle_words(), n).")
+    wordle.check_words(words, "evaluation")
     view = TemplateView(tokenizer, dict(chat_template_kwargs or {}))
     text_tokenizer = tokenizer_of(view)
     eos = text_tokenizer.eos_token_id

@@ -135,6 +135,8 @@ def test_a_rollout_draws_secret_words_only_from_its_list():
     assert rollout.word_for(7) == rollout.word_for(7)
     with pytest.raises(ValueError, match="empty `words`"):
         wordle.WordleRollout("http://unused", words=[])
+    with pytest.raises(ValueError, match=r"1 training word\(s\) are not \('cran'\)"):
+        wordle.WordleRollout("http://unused", words=["crane", "cran"])
 
 
 def test_paired_changes_pair_games_word_by_word():
