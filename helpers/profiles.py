@@ -109,6 +109,8 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
     # warm_start: SFT on the local scripted player's won games (helpers.wordle_teacher) before GRPO: the base SmolLM2
     # makes no valid guess, so every group scores alike. gpu keeps the original recipe (no warm start).
     # eval_games: held-out secret words (helpers.wordle_eval.split_words), one greedy game each, before and after.
+    # cpu temperature 0.5: at 1.0 the sampled games rarely repeat a guess, so GRPO never saw the greedy player's
+    # failure (repeating its second guess until the game ends) and made it worse (docs/measurements.md#notebook-03).
     "03_wordle_rollout_func": {
         "tiny": {"model": "tiny", "echo_model": "tiny", "echo_steps": 1, "echo_max_completion_length": 16,
                  "max_steps": 2, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
@@ -119,9 +121,9 @@ NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
                  "enable_thinking": None, "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
                  "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
         "cpu": {"model": "smollm2-135m", "echo_model": "smollm2-135m", "echo_steps": 2,
-                "echo_max_completion_length": 32, "max_steps": 30, "per_device_train_batch_size": 8,
+                "echo_max_completion_length": 32, "max_steps": 20, "per_device_train_batch_size": 8,
                 "gradient_accumulation_steps": 1, "num_generations": 4, "max_turns": 6,
-                "max_completion_length": 12, "learning_rate": 5e-5, "temperature": 1.0, "top_k": 10,
+                "max_completion_length": 12, "learning_rate": 3e-5, "temperature": 0.5, "top_k": 10,
                 "factory_steps": 2, "factory_max_completion_length": 64, "enable_thinking": None,
                 "warm_start": True, "teacher_model": "wordle-teacher", "teacher_games": 200, "sft_learning_rate": 1e-4,
                 "sft_batch_size": 8, "eval_games": 150,
