@@ -39,8 +39,9 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert metrics["server_healthy_after_attacks"] and metrics["next_episode_reward"] == 1.0
     assert 0 < metrics["sandbox_overhead_ms_direct"] < 5000
     assert set(metrics["isolation"]) >= {"processes", "network", "files", "resources", "environment"}
-    # Part 5: the environment_factory class, driven by hand: its reward is the environment's, best submission counts
-    assert metrics["factory_rewards"] == {"before any submission": -1.0, "after a wrong one": -0.5,
+    # Part 5: the environment_factory class, driven by hand: no submission -1, code that runs but fails the tests 0,
+    # a right one 1 (the best submission counts)
+    assert metrics["factory_rewards"] == {"before any submission": -1.0, "after a wrong one": 0.0,
                                           "after a right one": 1.0}
     text = cell_outputs_text(executed)
     assert "reward before any submission: -1.0" in text and "status: ok" in text
