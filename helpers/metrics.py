@@ -133,7 +133,7 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
     `choose_precision` picked, whether LoRA trained, the before/after evaluation (`evaluation_metrics`), the time budget's
     summary, the trainer's steps, knobs, reward curve and zero-std share (`trainer_metrics`), and whatever else the notebook
     measured (`extra`, which wins). Returns the metrics.json path."""
-    metrics = {"profile": settings.profile, "model": settings.get("model")}   # None: the notebook loads no model
+    metrics = {"profile": settings.profile, "model": getattr(settings, "model", None)}   # None: no model (00)
     if getattr(settings, "lora", None) is not None:
         metrics["lora"] = settings.lora
     if precision is not None:
