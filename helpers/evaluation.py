@@ -94,6 +94,16 @@ class PairedChange:
                 f"questions ({self.gained} gained, {self.lost} lost): {verdict}")
 
 
+def mean_interval(values: list[float], z: float = 1.96) -> tuple[float, tuple[float, float]]:
+    """The mean of `values` and its 95 % interval (normal approximation, sample standard deviation): for paired
+    differences here and the per-game skills of `helpers.wordle_eval`."""
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    half = z * sd / math.sqrt(n)
+    return mean, (mean - half, mean + half)
+
+
 def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> PairedChange:
     """Compare two evaluations question by question (both must come from `evaluate_policy` with the same
     seed and n, which serves the same questions in the same order; or from
@@ -103,11 +113,9 @@ def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> Pai
         raise ValueError("paired_change needs two evaluations of the same questions: run evaluate_policy "
                          "with the same seed, n and dataset before and after training.")
     diffs = [a["score"] - b["score"] for b, a in zip(before.samples, after.samples)]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
-    half = z * sd / math.sqrt(n)   # scores lie in [0, 1], so a change lies in [-1, 1]
-    return PairedChange(n=n, change=mean, ci=(max(-1.0, mean - half), min(1.0, mean + half)),
+    mean, (lo, hi) = mean_interval(diffs, z)
+    # scores lie in [0, 1], so a change lies in [-1, 1]
+    return PairedChange(n=len(diffs), change=mean, ci=(max(-1.0, lo), min(1.0, hi)),
                         gained=sum(d > 0 for d in diffs), lost=sum(d < 0 for d in diffs))
 
 

@@ -41,7 +41,7 @@ SYSTEM_PROMPT = WORDLE_SYSTEM_PROMPT   # helpers.prompts holds every system prom
 DATASET_PROMPT = "Play Wordle like an expert."  # the original script's prompt; each row of the dataset is one game
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
-_BRACKETED_WORD = re.compile(r"\[\s*([A-Za-z]{5})\s*\]")
+BRACKETED_WORD = re.compile(r"\[\s*([A-Za-z]{5})\s*\]")   # "[crane]", "[ CRANE ]"
 _BRACKETED_ANY = re.compile(r"\[([^\[\]]{1,40})\]")
 _FIVE_LETTERS = re.compile(r"(?<![A-Za-z])([A-Za-z]{5})(?![A-Za-z])")
 # Five-letter words small models wrap around a guess ("My first guess is ...").
@@ -59,7 +59,7 @@ def extract_guess(text: str) -> str | None:
     not filler ("guess", "think", ...). Thinking blocks are ignored.
     """
     text = _THINK.sub(" ", text or "")
-    match = _BRACKETED_WORD.search(text)
+    match = BRACKETED_WORD.search(text)
     if match:
         return match.group(1).lower()
     for inside in _BRACKETED_ANY.findall(text):

@@ -13,11 +13,10 @@ chat template), only greedy instead of sampled, so what it measures is what GRPO
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import asdict, dataclass, field
 
-from helpers.evaluation import wilson_interval
+from helpers.evaluation import mean_interval, wilson_interval
 
 EVAL_WORDS_SEED = 20_261_125   # fixes which words are held out; training draws only from the others
 
@@ -60,13 +59,6 @@ def check_held_out(train_words: list[str], eval_words: list[str]) -> None:
     if shared:
         raise ValueError(f"{len(shared)} evaluation word(s) are also training words ({', '.join(shared[:5])}"
                          f"{', ...' if len(shared) > 5 else ''}): build both lists with split_words().")
-
-
-def _mean_ci(values: list[float], z: float = 1.96) -> tuple[float, tuple[float, float]]:
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return mean, (mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n))
 
 
 @dataclass
@@ -113,7 +105,7 @@ def summarize_games(games: list[dict], words: list[str]) -> WordleEval:
             wins = sum(g["won"] for g in games)
             metrics[key] = {"mean": wins / len(games), "ci": list(wilson_interval(wins, len(games)))}
         else:
-            mean, ci = _mean_ci([float(g[key]) for g in games])
+            mean, ci = mean_interval([float(g[key]) for g in games])
             metrics[key] = {"mean": mean, "ci": list(ci)}
     return WordleEval(n=len(games), words=list(words), metrics=metrics, games=games)
 
@@ -203,7 +195,7 @@ def paired_changes(before: WordleEval, after: WordleEval, z: float = 1.96) -> li
     changes = []
     for key, what, scale in SKILLS:
         diffs = [float(a[key]) - float(b[key]) for b, a in zip(before.games, after.games)]
-        mean, ci = _mean_ci(diffs, z)
+        mean, ci = mean_interval(diffs, z)
         changes.append(SkillChange(key, what, scale, len(diffs), mean, ci,
                                    sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)))
     return changes

@@ -28,11 +28,12 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 
+from helpers.wordle import BRACKETED_WORD, is_consistent
+
 DEFAULT_MODEL_NAME = "wordle-teacher"
 
 # "S L A T E\nX X G X G": a guessed word spelt out, then its feedback row, as TextArena renders the board
 _BOARD_ROW = re.compile(r"((?:[A-Z] ){4}[A-Z])\s*\n\s*((?:[GYX] ){4}[GYX])")
-_GUESS = re.compile(r"\[\s*([A-Za-z]{5})\s*\]")
 
 
 def read_board(messages: list[dict]) -> list[tuple[str, str]]:
@@ -51,7 +52,7 @@ def read_board(messages: list[dict]) -> list[tuple[str, str]]:
 def guessed_words(messages: list[dict]) -> set[str]:
     """Every word the assistant has already sent (valid or not)."""
     return {m.lower() for message in messages if message.get("role") == "assistant"
-            for m in _GUESS.findall(message.get("content") or "")}
+            for m in BRACKETED_WORD.findall(message.get("content") or "")}
 
 
 class ScriptedPlayer:
@@ -67,8 +68,6 @@ class ScriptedPlayer:
         self.opener = opener
 
     def next_guess(self, rows: list[tuple[str, str]], tried: set[str] = frozenset()) -> str:
-        from helpers.wordle import is_consistent
-
         if not rows and self.opener:
             return self.opener
         candidates = [w for w in self.words if w not in tried and is_consistent(w, rows)]
