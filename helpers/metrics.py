@@ -107,6 +107,24 @@ def evaluation_metrics(before, after) -> dict:
     return out
 
 
+# What a run's curves are compared on (helpers.reference): the training reward and each reward stream, the reply
+# length, tool use and the share of groups without a gradient, per logged step.
+CURVE_KEYS = ("reward", "reward_std", "frac_reward_zero_std", "completions/mean_length", "completions/clipped_ratio",
+              "tools/call_frequency", "tools/failure_frequency", "entropy")
+
+
+def curves(log_history: list[dict]) -> dict[str, list]:
+    """{"step": [...], key: [...]} for every logged training step: the CURVE_KEYS and each `rewards/<name>/mean`
+    present, None where a step did not log a key (so every list lines up with "step")."""
+    rows = [h for h in log_history if "step" in h and any(k in h for k in ("reward", "loss"))]
+    keys = [k for k in CURVE_KEYS if any(k in h for h in rows)]
+    keys += sorted({k for h in rows for k in h if k.startswith("rewards/") and k.endswith("/mean")})
+    out = {"step": [h["step"] for h in rows]}
+    for key in keys:
+        out[key] = [float(h[key]) if isinstance(h.get(key), (int, float)) else None for h in rows]
+    return out
+
+
 def trainer_metrics(trainer) -> dict:
     """What a finished TRL trainer ran with and logged: steps, the config's knobs, the reward curve."""
     args = trainer.args
@@ -116,6 +134,7 @@ def trainer_metrics(trainer) -> dict:
                  "max_completion_length"):
         if hasattr(args, knob):
             out[knob] = getattr(args, knob)
+    out["curves"] = curves(trainer.state.log_history)
     rewards = [h["reward"] for h in trainer.state.log_history if h.get("reward") is not None]
     if rewards:
         out["reward_curve"] = rewards
@@ -134,6 +153,8 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
     summary, the trainer's steps, knobs, reward curve and zero-std share (`trainer_metrics`), and whatever else the notebook
     measured (`extra`, which wins). Returns the metrics.json path."""
     metrics = {"profile": settings.profile, "model": getattr(settings, "model", None)}   # None: no model (00)
+    if getattr(settings, "seed", None) is not None:
+        metrics["seed"] = settings.seed
     if getattr(settings, "lora", None) is not None:
         metrics["lora"] = settings.lora
     if precision is not None:

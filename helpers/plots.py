@@ -23,8 +23,10 @@ def series(log_history: list[dict], key: str) -> tuple[list[float], list[float]]
     return [r[0] for r in rows], [float(r[1]) for r in rows]
 
 
-def training_curves(log_history: list[dict], keys: list[str], *, title: str = "", save_to=None):
-    """One small panel per metric (e.g. reward, reward_std, frac_reward_zero_std), over steps."""
+def training_curves(log_history: list[dict], keys: list[str], *, title: str = "", reference: dict | None = None,
+                    save_to=None):
+    """One small panel per metric (e.g. reward, reward_std, frac_reward_zero_std), over steps. `reference`:
+    {key: helpers.reference.Band} drawn under the run's curve (the measured runs' range, their mean dashed)."""
     import matplotlib.pyplot as plt
 
     keys = [k for k in keys if series(log_history, k)[0]]
@@ -33,7 +35,13 @@ def training_curves(log_history: list[dict], keys: list[str], *, title: str = ""
     fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3), squeeze=False)
     for ax, key in zip(axes[0], keys):
         steps, values = series(log_history, key)
-        ax.plot(steps, values, marker="o" if len(steps) < 30 else None)
+        band = (reference or {}).get(key)
+        if band is not None and band.steps:
+            ax.fill_between(band.steps, band.low, band.high, color="0.85", label=band.label())
+            ax.plot(band.steps, band.mean, color="0.5", linestyle="--", linewidth=1)
+        ax.plot(steps, values, marker="o" if len(steps) < 30 else None, label="this run")
+        if band is not None and band.steps:
+            ax.legend(fontsize=7, frameon=False)
         ax.set_title(key.split("/")[-1] if len(key) > 30 else key, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

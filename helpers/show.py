@@ -24,7 +24,7 @@ def compact(text, limit: int = 160) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _calls(message: dict) -> list[dict]:
+def tool_calls_of(message: dict) -> list[dict]:
     """A message's tool calls as {"name", "arguments"}: parsed by TRL (`tool_calls`) or still in the text."""
     calls = []
     for call in message.get("tool_calls") or []:
@@ -34,8 +34,8 @@ def _calls(message: dict) -> list[dict]:
     return calls or parse_tool_calls(message.get("content") or "")
 
 
-def _called_a_tool(messages: list[dict]) -> bool:
-    return any(m.get("role") == "tool" or (m.get("role") == "assistant" and _calls(m)) for m in messages)
+def called_a_tool(messages: list[dict]) -> bool:
+    return any(m.get("role") == "tool" or (m.get("role") == "assistant" and tool_calls_of(m)) for m in messages)
 
 
 def rollout_text(messages: list[dict], reward, limit: int = 160) -> str:
@@ -48,7 +48,7 @@ def rollout_text(messages: list[dict], reward, limit: int = 160) -> str:
         elif role == "user":
             lines.append(f"prompt    │ {compact(content, limit)}")
         elif role == "assistant":
-            calls = _calls(message)
+            calls = tool_calls_of(message)
             text = strip_tool_calls(content) if calls else content
             if text.strip() or not calls:
                 lines.append(f"model     │ {compact(text, limit)}")
@@ -57,7 +57,7 @@ def rollout_text(messages: list[dict], reward, limit: int = 160) -> str:
                 lines.append(f"tool call │ {call['name']}({compact(args, limit)})")
         elif role == "tool":
             lines.append(f"env reply │ {compact(content, limit)}")
-    if not _called_a_tool(messages):
+    if not called_a_tool(messages):
         lines.append("tool call │ (none: the model did not call a tool)")
     if isinstance(reward, dict):
         reward = "  ".join(f"{name} {value:+.2f}" for name, value in reward.items())
@@ -72,22 +72,27 @@ def show_rollout(messages: list[dict], reward, limit: int = 160) -> None:
     print(rollout_text(messages, reward, limit))
 
 
-def last_rollout(trainer) -> tuple[list[dict], dict[str, float]]:
-    """One rollout of the trainer's last generation batch (prompt + completion messages, and each reward
-    function's value), a rollout that called a tool when there is one.
+def batch_rollouts(trainer) -> list[tuple[list[dict], dict[str, float]]]:
+    """Every rollout of the trainer's last generation batch: (prompt + completion messages, each reward
+    function's value).
 
     GRPOTrainer keeps the last batch's prompts, completions and rewards in `trainer._logs` (what
     `log_completions=True` prints as a table); with tools, a completion is the list of assistant and tool messages.
     """
     logs = trainer._logs
-    if not logs["prompt"]:
-        raise ValueError("the trainer has not generated anything yet: call trainer.train() first")
     def as_messages(item, role):
         return [{"role": role, "content": item}] if isinstance(item, str) else list(item)
-    rollouts = [as_messages(p, "user") + as_messages(c, "assistant")
-                for p, c in zip(logs["prompt"], logs["completion"])]
-    index = next((i for i, rollout in enumerate(rollouts) if _called_a_tool(rollout)), 0)
-    return rollouts[index], {name: values[index] for name, values in logs["rewards"].items()}
+    return [(as_messages(p, "user") + as_messages(c, "assistant"),
+             {name: values[i] for name, values in logs["rewards"].items()})
+            for i, (p, c) in enumerate(zip(logs["prompt"], logs["completion"]))]
+
+
+def last_rollout(trainer) -> tuple[list[dict], dict[str, float]]:
+    """One rollout of the trainer's last generation batch (`batch_rollouts`), one that called a tool when there is one."""
+    rollouts = batch_rollouts(trainer)
+    if not rollouts:
+        raise ValueError("the trainer has not generated anything yet: call trainer.train() first")
+    return next((r for r in rollouts if called_a_tool(r[0])), rollouts[0])
 
 
 def sample_rollout(sample: dict) -> tuple[list[dict], float]:

@@ -84,6 +84,16 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert len(zero_std) == 2 and all(0.0 <= z <= 1.0 for z in zero_std)
     assert metrics["frac_reward_zero_std"] == pytest.approx(sum(zero_std) / 2)
 
+    # the run's watch (helpers.alarms): the probe at the start and after each step, the alarms it raised (each
+    # printed while training), the gallery judged by the strict sum; the curves the reference band compares
+    watch = metrics["watch"]
+    assert [step for step, _ in watch["probe"]] == [0, 1, 2] and all(0 <= v <= 1 for _, v in watch["probe"])
+    assert all(f"[watch] ALARM {kind}" in text for kind in watch["alarms"])
+    assert all(item["reward"] >= 0.5 and "the sum is" in item["why"] for item in watch["gallery"])
+    assert 0.0 <= watch["no_tool_share"] <= 1.0 and "held-out probe: step 0" in text
+    assert metrics["curves"]["step"] == [1, 2] and metrics["curves"]["reward"] == curve
+    assert "no reference runs stored" in text or "reference runs" in text
+
     # held-out evaluation before and after, same size, with intervals around the point estimates
     assert metrics["eval_n"] == 8
     assert_before_after_metrics(metrics)

@@ -392,3 +392,10 @@ def test_notebook_runs_tiny(notebook_runner):
     assert "MODEL (trained), " in text and "ENV (masked), " in text and "You submitted" in text
     assert "✓ the chat template is prefix-preserving (feedback turns append" in text
     assert "✓ env_mask has one 0/1 per completion token" in text
+    # the watch: the probe (valid guesses in held-out games) at the start, halfway and the end; the recorded
+    # curves; the valid stream placed against the stored reference runs
+    watch = metrics["watch"]
+    assert [step for step, _ in watch["probe"]] == [0, 1, 2] and all(0 <= v <= 1 for _, v in watch["probe"])
+    assert all(f"[watch] ALARM {kind}" in text for kind in watch["alarms"])
+    assert metrics["curves"]["step"] == [1, 2] and len(metrics["curves"]["rewards/reward_valid/mean"]) == 2
+    assert "valid stream" in text

@@ -1,0 +1,248 @@
+"""Alarms while GRPO trains: is the reward going up for the right reason?
+
+The training reward says the policy got better at what the reward pays for. `RunWatch` checks, after every
+logged step, the signs that this is not what you wanted, from what the trainer and the environment already
+produce, and prints an alarm the moment one fires (and keeps it for the run's record):
+
+- `reward_up_probe_down`: the training reward climbs while a small held-out probe (a handful of questions
+  played greedily, a few times during the run) falls. The policy learns something the reward pays for and the
+  skill does not contain: reward hacking, or overfitting the training questions.
+- `length_collapse`: replies shrink to under half their first length (the working, or the answer, is dropped).
+- `length_clipped`: most replies run into `max_completion_length`, cut before they answer.
+- `tool_use_vanished`: rollouts stop calling the tools they called at the start.
+- `no_gradient`: nearly every group scored all its rollouts alike (`frac_reward_zero_std`), so GRPO has nothing
+  to learn from: "nothing is learning" is then expected, and the fix is the task's difficulty or the temperature.
+
+And a gallery: the best-rewarded rollouts that a strict `judge` (your own check, independent of the reward)
+calls wrong. With an honest reward it stays empty; with a hackable one it shows the exploit.
+
+    watch = RunWatch(probe=lambda model: accuracy_on_16_questions(model), probe_every=10, judge=judge)
+    trainer = GRPOTrainer(..., callbacks=[watch]); watch.attach(trainer)   # attach: the gallery reads rollouts
+    trainer.train()
+    print(watch)        # alarms, probe against reward, gallery
+    watch.summary()     # for metrics.json
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from transformers import TrainerCallback
+
+from helpers.show import called_a_tool, rollout_text
+
+# The logged keys each check reads (TRL 1.16's GRPOTrainer names), as the row fields below.
+LOGGED = {"reward": "reward", "length": "completions/mean_length", "clipped": "completions/clipped_ratio",
+          "tool_calls": "tools/call_frequency", "zero_std": "frac_reward_zero_std"}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When each alarm fires. Each compares the mean of the first `window` logged steps with the last `window`
+    (fewer in a short run: half the steps logged, at least one)."""
+
+    window: int = 3
+    reward_rise: float = 0.05      # the training reward counts as climbing from this rise on
+    probe_drop: float = 0.2        # ... and the probe as falling from this drop (a small probe is noisy)
+    collapse: float = 0.5          # last length below this share of the first
+    min_length: float = 8.0        # (a first length under this many tokens cannot collapse meaningfully)
+    clipped: float = 0.5           # share of replies cut at max_completion_length ...
+    clipped_start: float = 0.25    # ... when fewer than this were cut at the start
+    tool_start: float = 0.2        # tool calls per rollout at the start for "vanished" to mean anything
+    tool_left: float = 0.25        # last tool calls below this share of the first
+    zero_std: float = 0.9          # share of groups without a gradient
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _ends(rows: list[dict], key: str, window: int) -> tuple[float, float] | None:
+    """(mean of the first steps, mean of the last steps) of `key`, or None with fewer than two steps logging it."""
+    values = [row[key] for row in rows if row.get(key) is not None]
+    if len(values) < 2:
+        return None
+    w = max(1, min(window, len(values) // 2))
+    return _mean(values[:w]), _mean(values[-w:])
+
+
+def check_alarms(rows: list[dict], probes: list[tuple[int, float]], t: Thresholds = Thresholds()) -> dict[str, str]:
+    """The alarms true now, {kind: what it says}, from the logged `rows` ({"reward", "length", ...} per step)
+    and the probe's `(step, value)` points."""
+    found = {}
+    reward = _ends(rows, "reward", t.window)
+    if reward and len(probes) >= 2:
+        (first_step, first), (last_step, last) = probes[0], probes[-1]
+        if reward[1] - reward[0] >= t.reward_rise and first - last >= t.probe_drop:
+            found["reward_up_probe_down"] = (
+                f"training reward {reward[0]:.2f} -> {reward[1]:.2f} while the held-out probe fell {first:.0%} "
+                f"(step {first_step}) -> {last:.0%} (step {last_step}): the policy is learning what the reward "
+                "pays for, not the skill. Read the gallery below, and check the reward against a strict answer.")
+    length = _ends(rows, "length", t.window)
+    if length and length[0] >= t.min_length and length[1] < t.collapse * length[0]:
+        found["length_collapse"] = (
+            f"replies shrank from {length[0]:.0f} to {length[1]:.0f} tokens: the policy drops text it needs "
+            "(the working, the tool call). Lower the learning rate or stop earlier.")
+    clipped = _ends(rows, "clipped", t.window)
+    if clipped and clipped[0] < t.clipped_start and clipped[1] >= t.clipped:
+        found["length_clipped"] = (
+            f"replies cut at max_completion_length: {clipped[0]:.0%} -> {clipped[1]:.0%} of them. A cut reply "
+            "never answers; raise max_completion_length or look for a loop in the rollouts.")
+    tools = _ends(rows, "tool_calls", t.window)
+    if tools and tools[0] >= t.tool_start and tools[1] < t.tool_left * tools[0]:
+        found["tool_use_vanished"] = (
+            f"tool calls per rollout fell from {tools[0]:.2f} to {tools[1]:.2f}: the policy stopped using the "
+            "environment. A reward that pays answers without the tool invites this.")
+    no_tool = _ends(rows, "no_tool_share", t.window)
+    if "tool_use_vanished" not in found and no_tool and no_tool[0] <= 1 - t.tool_start and no_tool[1] > 1 - t.tool_left * (1 - no_tool[0]):
+        found["tool_use_vanished"] = (
+            f"rollouts that end without a tool call rose from {no_tool[0]:.0%} to {no_tool[1]:.0%}: the policy "
+            "stopped using the environment. A reward that pays answers without the tool invites this.")
+    zero = [row["zero_std"] for row in rows if row.get("zero_std") is not None]
+    if zero:
+        w = max(1, min(t.window, len(zero)))
+        if _mean(zero[-w:]) >= t.zero_std:
+            found["no_gradient"] = (
+                f"{_mean(zero[-w:]):.0%} of the last groups scored all their rollouts alike: no gradient, so a flat "
+                "reward is expected. Make the questions harder (all right) or easier (all wrong), or sample hotter.")
+    return found
+
+
+@dataclass
+class Alarm:
+    kind: str
+    step: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"ALARM {self.kind} (step {self.step}): {self.message}"
+
+
+class RunWatch(TrainerCallback):
+    """Checks a GRPO run after every logged step (`check_alarms`), runs a held-out `probe` every `probe_every`
+    steps (and at the start and the end), and keeps the gallery of rewarded rollouts the `judge` calls wrong.
+
+    `probe(model) -> float`: a share in [0, 1] on a few held-out questions, greedy (the model is put in eval mode
+    around it). `judge(messages) -> str | None`: why a rollout is wrong, or None when it is right; only rollouts
+    rewarded at least `min_reward` are judged."""
+
+    def __init__(self, *, probe: Callable | None = None, probe_every: int | None = None,
+                 judge: Callable | None = None, min_reward: float = 0.5, gallery_size: int = 3, thresholds: Thresholds = Thresholds(),
+                 out=print):
+        self.probe, self.probe_every, self.judge = probe, probe_every, judge
+        self.min_reward, self.gallery_size, self.thresholds, self.out = min_reward, gallery_size, thresholds, out
+        self.rows: list[dict] = []
+        self.probes: list[tuple[int, float]] = []
+        self.alarms: list[Alarm] = []
+        self.gallery: list[dict] = []
+        self.trainer = None
+
+    def attach(self, trainer) -> "RunWatch":
+        """Let the watch read the trainer's rollouts (the gallery, the share of rollouts without a tool call)."""
+        self.trainer = trainer
+        return self
+
+    # --- what the trainer calls -------------------------------------------------------------------------------
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.probe and not self.probes:
+            self._probe(model, state.global_step)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.trainer is not None and self.trainer._logs["prompt"]:
+            self.observe(state.global_step, self._batch())
+        if self.probe and self.probe_every and state.global_step % self.probe_every == 0:
+            self._probe(model, state.global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or LOGGED["reward"] not in logs:
+            return
+        row = {"step": state.global_step}
+        row.update({field: float(logs[key]) for field, key in LOGGED.items() if isinstance(logs.get(key), (int, float))})
+        if self.rows and self.rows[-1]["step"] == row["step"]:
+            self.rows[-1].update(row)
+        else:
+            self.rows.append(row)
+        self._check(state.global_step)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        if self.probe and (not self.probes or self.probes[-1][0] != state.global_step):
+            self._probe(model, state.global_step)
+        self._check(state.global_step)
+
+    # --- the parts, callable without a trainer ----------------------------------------------------------------
+    def observe(self, step: int, rollouts: list[tuple[list[dict], float]]) -> None:
+        """One step's rollouts as (messages, total reward): the share without a tool call, and the gallery."""
+        if not rollouts:
+            return
+        no_tool = sum(not called_a_tool(messages) for messages, _ in rollouts) / len(rollouts)
+        if self.rows and self.rows[-1]["step"] == step:
+            self.rows[-1]["no_tool_share"] = no_tool
+        else:
+            self.rows.append({"step": step, "no_tool_share": no_tool})
+        if self.judge is None:
+            return
+        for messages, reward in rollouts:
+            if reward >= self.min_reward and (why := self.judge(messages)):
+                self.gallery.append({"step": step, "reward": reward, "why": why,
+                                     "rollout": rollout_text(messages, reward)})
+        self.gallery = sorted(self.gallery, key=lambda g: -g["reward"])[: self.gallery_size]
+
+    def record_probe(self, step: int, value: float) -> None:
+        self.probes.append((step, float(value)))
+        self.out(f"[watch] held-out probe at step {step}: {value:.0%}", flush=True)
+        self._check(step)
+
+    def _probe(self, model, step: int) -> None:
+        was_training = model.training
+        model.eval()
+        try:
+            value = self.probe(model)
+        finally:
+            model.train(was_training)
+        self.record_probe(step, value)
+
+    def _batch(self) -> list[tuple[list[dict], float]]:
+        from helpers.show import batch_rollouts
+
+        weights = getattr(self.trainer, "reward_weights", None)
+        names = list(self.trainer._logs["rewards"])
+        weight = {name: float(weights[i]) if weights is not None else 1.0 for i, name in enumerate(names)}
+        return [(messages, sum(weight[name] * (value or 0.0) for name, value in rewards.items()))
+                for messages, rewards in batch_rollouts(self.trainer)]
+
+    def _check(self, step: int) -> None:
+        fired = {alarm.kind for alarm in self.alarms}
+        for kind, message in check_alarms(self.rows, self.probes, self.thresholds).items():
+            if kind not in fired:
+                self.alarms.append(Alarm(kind, step, message))
+                self.out(f"[watch] {self.alarms[-1]}", flush=True)
+
+    # --- what a learner reads, and the record ------------------------------------------------------------------
+    def summary(self) -> dict:
+        no_tool = [row["no_tool_share"] for row in self.rows if row.get("no_tool_share") is not None]
+        return {"alarms": [alarm.kind for alarm in self.alarms],
+                "alarm_messages": {alarm.kind: alarm.message for alarm in self.alarms},
+                "probe": [list(point) for point in self.probes],
+                "no_tool_share": _mean(no_tool), "gallery": self.gallery}
+
+    def __str__(self) -> str:
+        lines = [f"alarms: {', '.join(a.kind for a in self.alarms)}" if self.alarms else
+                 "alarms: none (reward against probe, reply length, clipping, tool use, groups with a gradient)"]
+        lines += [f"  {alarm}" for alarm in self.alarms]
+        if self.probes:
+            reward = _ends(self.rows, "reward", self.thresholds.window)
+            lines.append("held-out probe: " + ", ".join(f"step {s} {v:.0%}" for s, v in self.probes)
+                         + (f"   (training reward {reward[0]:.2f} -> {reward[1]:.2f})" if reward else ""))
+        if self.judge is not None:
+            if self.gallery:
+                lines.append(f"rewarded rollouts the judge calls wrong (best {len(self.gallery)}):")
+                for item in self.gallery:
+                    lines.append(f"--- step {item['step']}, reward {item['reward']:.2f}: {item['why']}")
+                    lines.append(item["rollout"])
+            else:
+                lines.append("rewarded rollouts the judge calls wrong: none (the reward paid only right answers)")
+        return "\n".join(lines)
+
+    __repr__ = __str__

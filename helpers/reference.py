@@ -1,0 +1,137 @@
+"""Is my run normal? A training curve set against the band of the project's own measured runs.
+
+`reference_runs.json` (next to this file) holds, per notebook and profile, the curves that runs of the notebook
+recorded in their metrics.json (`helpers.metrics.curves`), one per training seed, with the machine and commit
+they ran on. The band at each step is the mean and the range (lowest to highest) of those runs.
+
+    band = reference_band("03_wordle_rollout_func", "rewards/reward_valid/mean")   # None: nothing stored
+    print(where_run_sits(trainer.state.log_history, band))   # inside, ahead or behind, and what that means
+    training_curves(log_history, keys, reference={key: band})                         # the band under the curve
+
+A maintainer adds runs with `python -m helpers.reference add NOTEBOOK runs/.../metrics.json ... --machine "..."`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REFERENCE_FILE = Path(__file__).with_name("reference_runs.json")
+
+# What a position usually means, for any notebook; a notebook's stored "meaning" adds its own line.
+MEANINGS = {
+    "inside": "a normal run: the measured runs looked like this too.",
+    "ahead": "above every measured run: good news if the held-out evaluation agrees; if it does not, read the "
+             "alarms (a reward that climbs alone is often a reward being gamed).",
+    "behind": "below every measured run: the usual causes are a weaker start (the warm start, the checkpoint), "
+              "a changed recipe (temperature, learning rate, steps) or a reward that is never paid "
+              "(frac_reward_zero_std near 1).",
+}
+
+
+@dataclass
+class Band:
+    """The reference runs' `key` per step: mean, lowest and highest, from `runs` recorded runs."""
+
+    notebook: str
+    profile: str
+    key: str
+    steps: list[int]
+    mean: list[float]
+    low: list[float]
+    high: list[float]
+    runs: int
+    machine: str
+    meaning: dict
+
+    def label(self) -> str:
+        return f"reference: {self.runs} runs ({self.profile})"
+
+
+@dataclass
+class Verdict:
+    position: str     # inside | ahead | behind | unknown
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def load_references(path: Path = REFERENCE_FILE) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def reference_band(notebook: str, key: str, profile: str = "cpu", *, path: Path = REFERENCE_FILE) -> Band | None:
+    """The band of `key` over the stored runs of `notebook`'s `profile`, or None when none are stored."""
+    entry = load_references(path).get(notebook, {}).get(profile)
+    if not entry:
+        return None
+    curves = [run["curves"] for run in entry["runs"] if key in run["curves"]]
+    if not curves:
+        return None
+    steps, mean, low, high = [], [], [], []
+    for step in sorted({s for c in curves for s in c["step"]}):
+        values = [c[key][c["step"].index(step)] for c in curves if step in c["step"]]
+        values = [v for v in values if v is not None]
+        if len(values) == len(curves):   # a step every run reached: the band is the runs' spread there
+            steps.append(step)
+            mean.append(sum(values) / len(values))
+            low.append(min(values))
+            high.append(max(values))
+    return Band(notebook, profile, key, steps, mean, low, high, len(curves), entry.get("machine", ""),
+                entry.get("meaning", {}))
+
+
+def where_run_sits(log_history: list[dict], band: Band | None, *, label: str | None = None) -> Verdict:
+    """Where the run's `band.key` sits against the band over the second half of the steps both have: inside the
+    reference runs' range, ahead of all of them or behind all of them (means over those steps), and what it means."""
+    if band is None:
+        return Verdict("unknown", "no reference runs stored for this notebook and profile: nothing to compare with.")
+    run = {h["step"]: float(h[band.key]) for h in log_history if isinstance(h.get(band.key), (int, float)) and "step" in h}
+    shared = [i for i, step in enumerate(band.steps) if step in run]
+    if not shared:
+        return Verdict("unknown", f"the run logged no {band.key} at the reference runs' steps.")
+    half = shared[len(shared) // 2:]
+    ours = sum(run[band.steps[i]] for i in half) / len(half)
+    low = sum(band.low[i] for i in half) / len(half)
+    high = sum(band.high[i] for i in half) / len(half)
+    position = "ahead" if ours > high else "behind" if ours < low else "inside"
+    name = label or band.key
+    lines = [f"{name}, steps {band.steps[half[0]]}-{band.steps[half[-1]]}: this run {ours:.2f}, the {band.runs} "
+             f"reference runs {low:.2f}-{high:.2f} -> {position.upper()}: {MEANINGS[position]}"]
+    if band.meaning.get(position):
+        lines.append(f"  here: {band.meaning[position]}")
+    return Verdict(position, "\n".join(lines))
+
+
+def add_runs(notebook: str, metrics_paths: list[str], *, machine: str, meaning: dict | None = None,
+             path: Path = REFERENCE_FILE) -> dict:
+    """Store the curves of recorded runs (their metrics.json) as `notebook`'s reference for their profile."""
+    references = load_references(path)
+    for metrics_path in metrics_paths:
+        metrics = json.loads(Path(metrics_path).read_text())
+        if not metrics.get("curves"):
+            raise ValueError(f"{metrics_path} holds no curves: re-run the notebook with this version of helpers.")
+        entry = references.setdefault(notebook, {}).setdefault(metrics["profile"], {"runs": []})
+        entry["machine"] = machine
+        if meaning:
+            entry["meaning"] = meaning
+        entry["runs"].append({"seed": metrics.get("seed"), "commit": metrics.get("commit"), "curves": metrics["curves"]})
+    path.write_text(json.dumps(references, indent=1) + "\n")
+    return references
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Store recorded runs as a notebook's reference band.")
+    parser.add_argument("command", choices=["add"])
+    parser.add_argument("notebook")
+    parser.add_argument("metrics", nargs="+", help="metrics.json files of runs of that notebook")
+    parser.add_argument("--machine", required=True, help="the machine they ran on, in words")
+    parser.add_argument("--meaning", default=None, help='JSON: {"behind": "...", "ahead": "...", "inside": "..."}')
+    a = parser.parse_args()
+    add_runs(a.notebook, a.metrics, machine=a.machine, meaning=json.loads(a.meaning) if a.meaning else None)
+    print(f"{REFERENCE_FILE}: {a.notebook} now has {len(a.metrics)} more run(s)", file=sys.stderr)

@@ -1,0 +1,143 @@
+"""The run alarms (helpers.alarms) on a run built to hack its reward, and on an honest one.
+
+The questions and their answers are reasoning_gym's real chain_sum; the hackable environment pays any answer
+that contains the right digits (the issue's example; reasoning_gym's own score gives such near answers partial
+credit); the judge is notebook 01's strict check (`helpers.grpo.judge_sum`). The policies are scripted
+stand-ins with a known course, so the test knows which run hacks: one learns to answer "0123456789" (every
+digit, so always paid), one honestly gets more sums right. The watch is driven through the TrainerCallback
+hooks with transformers' own TrainerState and TrainerControl, and logs named as TRL 1.16 names them.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import reasoning_gym
+import torch
+from transformers import TrainerControl, TrainerState, TrainingArguments
+
+from helpers.alarms import RunWatch, Thresholds, check_alarms
+from helpers.grpo import judge_sum
+
+STEPS, GROUPS, GROUP_SIZE = 12, 4, 4
+CONFIG = {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2}
+
+
+def digits_reward(answer: str | None, expected: str) -> float:
+    """The hackable environment: 1.0 when every digit of the right answer appears in the answer."""
+    return float(answer is not None and all(d in answer for d in expected))
+
+
+class ScriptedPolicy(torch.nn.Module):
+    """Answers a share `right(step)` of sums correctly (greedy: the same questions always), writes "0123456789"
+    for a share `hack(step)` of them, and a wrong number otherwise. Each answer is an `answer` tool call."""
+
+    def __init__(self, right, hack, words_per_reply):
+        super().__init__()
+        self.right, self.hack, self.words = right, hack, words_per_reply
+        self.step = 0
+
+    def reply(self, entry: dict, draw: float) -> str:
+        if draw < self.hack(self.step):
+            answer = "0123456789"
+        elif draw < self.hack(self.step) + self.right(self.step):
+            answer = entry["answer"]
+        else:
+            answer = str(int(entry["answer"]) + 11)
+        return answer
+
+    def rollout(self, entry: dict, draw: float) -> list[dict]:
+        answer = self.reply(entry, draw)
+        working = " ".join(["step"] * self.words(self.step))
+        return [{"role": "user", "content": entry["question"]},
+                {"role": "assistant", "content": working,
+                 "tool_calls": [{"function": {"name": "answer", "arguments": {"answer": answer}}}]},
+                {"role": "tool", "content": f"score={digits_reward(answer, entry['answer'])}"}]
+
+
+def run(policy: ScriptedPolicy, *, judge=judge_sum, probe_every: int = 4) -> RunWatch:
+    train = reasoning_gym.create_dataset("chain_sum", size=STEPS * GROUPS, seed=1, **CONFIG)
+    held_out = reasoning_gym.create_dataset("chain_sum", size=16, seed=2, **CONFIG)
+
+    def probe(model):   # greedy: a fixed draw per question, scored strictly
+        rng = random.Random(0)
+        return sum(model.reply(e, rng.random()) == e["answer"] for e in held_out) / len(held_out)
+
+    watch = RunWatch(probe=probe, probe_every=probe_every, judge=judge, out=lambda *a, **k: None)
+    args = TrainingArguments(output_dir="unused", report_to="none")
+    state, control = TrainerState(max_steps=STEPS), TrainerControl()
+    rng = random.Random(3)
+    watch.on_train_begin(args, state, control, model=policy)
+    for step in range(1, STEPS + 1):
+        policy.step = step
+        rollouts, zero_std = [], 0
+        for g in range(GROUPS):
+            entry = train[(step - 1) * GROUPS + g]
+            group = [policy.rollout(entry, rng.random()) for _ in range(GROUP_SIZE)]
+            rewards = [digits_reward(m[1]["tool_calls"][0]["function"]["arguments"]["answer"], entry["answer"])
+                       for m in group]
+            zero_std += len(set(rewards)) == 1
+            rollouts += list(zip(group, rewards))
+        state.global_step = step
+        watch.observe(step, rollouts)
+        watch.on_step_end(args, state, control, model=policy)
+        watch.on_log(args, state, control, logs={
+            "reward": sum(r for _, r in rollouts) / len(rollouts),
+            "completions/mean_length": sum(len(m[1]["content"].split()) + 12 for m, _ in rollouts) / len(rollouts),
+            "completions/clipped_ratio": 0.0, "tools/call_frequency": 1.0, "frac_reward_zero_std": zero_std / GROUPS})
+    watch.on_train_end(args, state, control, model=policy)
+    return watch
+
+
+def ramp(start, end):
+    return lambda step: start + (end - start) * step / STEPS
+
+
+def test_the_alarm_fires_when_the_reward_is_hacked_and_the_gallery_shows_the_exploit():
+    hacker = ScriptedPolicy(right=ramp(0.5, 0.0), hack=ramp(0.0, 1.0), words_per_reply=lambda s: 20)
+    watch = run(hacker)
+    assert "reward_up_probe_down" in watch.summary()["alarms"]
+    probe = watch.summary()["probe"]
+    assert probe[0][0] == 0 and probe[-1][0] == STEPS and probe[0][1] - probe[-1][1] >= 0.2
+    alarm = next(a for a in watch.alarms if a.kind == "reward_up_probe_down")
+    assert 0 < alarm.step <= STEPS and "probe" in alarm.message
+    # the gallery: rewarded 1.0 by the environment, wrong by the strict judge, the exploit visible
+    assert watch.gallery and all(item["reward"] == 1.0 for item in watch.gallery)
+    assert all("answered '0123456789'" in item["why"] for item in watch.gallery)
+    assert "0123456789" in watch.gallery[0]["rollout"]
+    assert "ALARM reward_up_probe_down" in str(watch)
+
+
+def test_an_honest_run_raises_no_alarm_and_an_empty_gallery():
+    honest = ScriptedPolicy(right=ramp(0.4, 0.9), hack=lambda s: 0.0, words_per_reply=lambda s: 20)
+    watch = run(honest)
+    summary = watch.summary()
+    assert summary["alarms"] == [] and summary["gallery"] == []
+    assert summary["probe"][-1][1] > summary["probe"][0][1]
+    assert watch.rows[-1]["reward"] > watch.rows[0]["reward"]   # the training reward rose too: honestly
+    assert "alarms: none" in str(watch) and "none (the reward paid only right answers)" in str(watch)
+
+
+def test_length_collapse_fires_and_a_steady_length_does_not():
+    shrinking = ScriptedPolicy(right=ramp(0.4, 0.9), hack=lambda s: 0.0, words_per_reply=lambda s: max(0, 40 - 4 * s))
+    assert run(shrinking).summary()["alarms"] == ["length_collapse"]
+
+
+@pytest.mark.parametrize("rows, kind", [
+    ([{"tool_calls": 1.0}, {"tool_calls": 0.9}, {"tool_calls": 0.1}, {"tool_calls": 0.0}], "tool_use_vanished"),
+    ([{"clipped": 0.0}, {"clipped": 0.1}, {"clipped": 0.7}, {"clipped": 0.8}], "length_clipped"),
+    ([{"zero_std": 0.5}, {"zero_std": 1.0}, {"zero_std": 1.0}, {"zero_std": 1.0}], "no_gradient"),
+])
+def test_each_alarm_fires_on_its_own_sign_only(rows, kind):
+    assert list(check_alarms(rows, [])) == [kind]
+    steady = [{key: rows[0][key] for key in rows[0]} for _ in rows]
+    assert check_alarms(steady, []) == {}
+
+
+def test_a_probe_that_falls_while_the_reward_is_flat_is_no_hacking_alarm():
+    rows = [{"reward": 0.5}] * 6
+    assert "reward_up_probe_down" not in check_alarms(rows, [(0, 0.8), (6, 0.2)])
+    assert "reward_up_probe_down" in check_alarms(rows[:3] + [{"reward": 0.7}] * 3, [(0, 0.8), (6, 0.2)])
+    assert "reward_up_probe_down" not in check_alarms(rows[:3] + [{"reward": 0.7}] * 3, [(0, 0.8), (6, 0.7)],
+                                                      Thresholds(probe_drop=0.2))

@@ -1,0 +1,72 @@
+"""The reference band (helpers.reference): stored runs' curves -> band -> where a run sits, and the plot."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.metrics import curves
+from helpers.plots import training_curves
+from helpers.reference import REFERENCE_FILE, add_runs, load_references, reference_band, where_run_sits
+
+KEY = "rewards/reward_valid/mean"
+
+
+def log_of(values, key=KEY):
+    """A trainer log_history with one logged step per value, as GRPOTrainer writes it (plus the final summary)."""
+    return [{"step": i + 1, "loss": 0.0, "reward": v, key: v} for i, v in enumerate(values)] + [
+        {"step": len(values), "train_runtime": 1.0, "train_loss": 0.0}]
+
+
+@pytest.fixture
+def stored(tmp_path):
+    path = tmp_path / "reference_runs.json"
+    runs = []
+    for seed, values in enumerate(([0.5, 0.6, 0.7, 0.8], [0.4, 0.5, 0.6, 0.7], [0.6, 0.7, 0.8, 0.9, 1.0])):
+        metrics = tmp_path / f"seed{seed}.json"
+        metrics.write_text(json.dumps({"profile": "cpu", "seed": seed, "curves": curves(log_of(values))}))
+        runs.append(str(metrics))
+    add_runs("nb", runs, machine="test machine", meaning={"behind": "check the warm start"}, path=path)
+    return path
+
+
+def test_the_band_is_the_runs_range_at_the_steps_every_run_reached(stored):
+    band = reference_band("nb", KEY, path=stored)
+    assert band.runs == 3 and band.steps == [1, 2, 3, 4]   # the third run's step 5 is not shared
+    assert band.low == pytest.approx([0.4, 0.5, 0.6, 0.7]) and band.high == pytest.approx([0.6, 0.7, 0.8, 0.9])
+    assert band.mean == pytest.approx([0.5, 0.6, 0.7, 0.8])
+    assert band.machine == "test machine" and load_references(stored)["nb"]["cpu"]["runs"][2]["seed"] == 2
+
+
+@pytest.mark.parametrize("values, position", [
+    ([0.5, 0.6, 0.75, 0.75], "inside"), ([0.5, 0.6, 0.95, 1.0], "ahead"), ([0.5, 0.5, 0.3, 0.3], "behind")])
+def test_a_run_sits_inside_ahead_or_behind_over_the_second_half(stored, values, position):
+    verdict = where_run_sits(log_of(values), reference_band("nb", KEY, path=stored), label="valid")
+    assert verdict.position == position
+    assert verdict.message.startswith("valid, steps 3-4: this run") and position.upper() in verdict.message
+    assert ("here: check the warm start" in verdict.message) == (position == "behind")
+
+
+def test_no_reference_says_so_and_the_plot_draws_the_band(stored, tmp_path):
+    assert reference_band("other", KEY, path=stored) is None and reference_band("nb", "reward_x", path=stored) is None
+    assert where_run_sits(log_of([0.1, 0.2]), None).position == "unknown"
+    band = reference_band("nb", KEY, path=stored)
+    fig = training_curves(log_of([0.5, 0.6, 0.7]), [KEY], reference={KEY: band}, save_to=tmp_path / "c.png")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["reference: 3 runs (cpu)", "this run"]
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_a_run_without_curves_is_refused(tmp_path):
+    metrics = tmp_path / "m.json"
+    metrics.write_text(json.dumps({"profile": "cpu"}))
+    with pytest.raises(ValueError, match="holds no curves"):
+        add_runs("nb", [str(metrics)], machine="m", path=tmp_path / "r.json")
+
+
+def test_the_stored_references_are_three_seeds_or_more_with_their_machine():
+    for notebook, profiles in load_references(REFERENCE_FILE).items():
+        for profile, entry in profiles.items():
+            assert len({run["seed"] for run in entry["runs"]}) >= 3, (notebook, profile)
+            assert entry["machine"]
