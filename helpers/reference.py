@@ -88,7 +88,8 @@ def where_run_sits(log_history: list[dict], band: Band | None, *, label: str | N
     """Where the run's `band.key` sits against the band over the second half of the steps both have: inside the
     reference runs' range, ahead of all of them or behind all of them (means over those steps), and what it means."""
     if band is None:
-        return Verdict("unknown", "no reference runs stored for this notebook and profile: nothing to compare with.")
+        return Verdict("unknown", f"{label + ': ' if label else ''}no reference runs stored for this notebook and "
+                                  "profile, nothing to compare with.")
     run = {h["step"]: float(h[band.key]) for h in log_history if isinstance(h.get(band.key), (int, float)) and "step" in h}
     shared = [i for i, step in enumerate(band.steps) if step in run]
     if not shared:
