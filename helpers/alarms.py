@@ -16,7 +16,7 @@ produce, and prints an alarm the moment one fires (and keeps it for the run's re
 And a gallery: the best-rewarded rollouts that a strict `judge` (your own check, independent of the reward)
 calls wrong. With an honest reward it stays empty; with a hackable one it shows the exploit.
 
-    watch = RunWatch(probe=lambda model: accuracy_on_16_questions(model), probe_every=10, judge=judge)
+    watch = RunWatch(probe=lambda model: accuracy_on_16_questions(model), probe_every=10, judge=judge_arithmetic)
     trainer = GRPOTrainer(..., callbacks=[watch]); watch.attach(trainer)   # attach: the gallery reads rollouts
     trainer.train()
     print(watch)        # alarms, probe against reward, gallery
@@ -25,12 +25,15 @@ calls wrong. With an honest reward it stays empty; with a hackable one it shows 
 
 from __future__ import annotations
 
+import ast
+import operator
+import re
 from dataclasses import dataclass
 from typing import Callable
 
 from transformers import TrainerCallback
 
-from helpers.show import called_a_tool, rollout_text
+from helpers.show import called_a_tool, rollout_text, tool_calls_of
 
 # The logged keys each check reads (TRL 1.16's GRPOTrainer names), as the row fields below.
 LOGGED = {"reward": "reward", "length": "completions/mean_length", "clipped": "completions/clipped_ratio",
@@ -246,3 +249,44 @@ class RunWatch(TrainerCallback):
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+# --- a strict judge for arithmetic questions (notebooks 01 and 04) ------------------------------------------------
+_QUESTION = re.compile(r"arithmetic problem:\s*(.+?)\s*=\s*\??\s*$", re.S)
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+def _value(node):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_value(node.left), _value(node.right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_value(node.operand))
+    raise ValueError("not arithmetic")
+
+
+def judge_arithmetic(messages: list[dict]) -> str | None:
+    """A strict check of a rollout that answers "...arithmetic problem: <expression> =" (reasoning_gym's chain_sum,
+    calculator_env), computed here and not by the environment: why its `answer` call is wrong, or None when it is
+    right, never answered, or the question is not arithmetic. reasoning_gym pays near answers partial credit
+    (17 answered as 170 scores 0.67): this is what tells them apart from right ones."""
+    question = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+    match = _QUESTION.search(question.strip())
+    try:
+        expected = _value(ast.parse(match.group(1), mode="eval").body) if match else None
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        expected = None
+    if expected is None:
+        return None
+    for message in messages:
+        for call in tool_calls_of(message) if message.get("role") == "assistant" else []:
+            if call["name"] == "answer":
+                given = str((call["arguments"] or {}).get("answer", "")).strip()
+                try:
+                    right = float(given.replace(",", "")) == expected
+                except ValueError:
+                    right = False
+                return None if right else f"answered {given!r}, the answer is {expected:g}"
+    return None

@@ -5,7 +5,6 @@ and its diagnosis.
     sessions = env_sessions_needed(grpo_config)           # MAX_CONCURRENT_ENVS for the env server
     delta = reward_delta(trainer.state.log_history)       # the training reward, first logs vs last logs
     print(diagnose(delta, tool_call_frequency=...).message)
-    judge_sum(messages)                                   # a strict check of one rollout (the alarms' gallery)
 
 The reward delta and its diagnosis follow the original TRL/OpenEnv tutorial ("End-to-end OpenEnv
 walkthrough"), which reads the same two numbers from the training logs.
@@ -14,10 +13,7 @@ walkthrough"), which reads the same two numbers from the training logs.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
-
-from helpers.show import tool_calls_of
 
 # Datasets the walkthrough names as drop-in swaps for chain_sum (any reasoning_gym name works).
 SUGGESTED_DATASETS = ("chain_sum", "simple_equations", "letter_counting", "propositional_logic")
@@ -194,31 +190,3 @@ def diagnose(delta: RewardDelta, *, tool_call_frequency: float | None = None, fl
         "reward to move: train more steps, raise learning_rate, or raise num_generations so more groups "
         "have a non-zero reward_std."))
 
-
-_SUM = re.compile(r"(-?\d+(?:\s*[-+]\s*\d+)+)\s*=\s*\??\s*$")
-
-
-def judge_sum(messages: list[dict]) -> str | None:
-    """A strict check of a chain_sum rollout, independent of the environment's score (the `judge` of
-    `helpers.alarms.RunWatch`): why its `answer` call is wrong, or None when it is right or never answered.
-
-    reasoning_gym gives partial credit to near answers (17 answered as 170 scores 0.67), so a rewarded rollout
-    can be wrong; this recomputes the sum from the question and compares the submitted number exactly."""
-    question = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
-    match = _SUM.search(question.strip())
-    if not match:
-        return None
-    terms = re.findall(r"[-+]?\s*\d+", match.group(1))
-    expected = sum(int(t.replace(" ", "")) for t in terms)
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        for call in tool_calls_of(message):
-            if call["name"] == "answer":
-                given = str((call["arguments"] or {}).get("answer", "")).strip()
-                try:
-                    right = float(given) == expected
-                except ValueError:
-                    right = False
-                return None if right else f"answered {given!r}, the sum is {expected}"
-    return None

@@ -89,7 +89,7 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     watch = metrics["watch"]
     assert [step for step, _ in watch["probe"]] == [0, 1, 2] and all(0 <= v <= 1 for _, v in watch["probe"])
     assert all(f"[watch] ALARM {kind}" in text for kind in watch["alarms"])
-    assert all(item["reward"] >= 0.5 and "the sum is" in item["why"] for item in watch["gallery"])
+    assert all(item["reward"] >= 0.5 and "the answer is" in item["why"] for item in watch["gallery"])
     assert 0.0 <= watch["no_tool_share"] <= 1.0 and "held-out probe: step 0" in text
     assert metrics["curves"]["step"] == [1, 2] and metrics["curves"]["reward"] == curve
     assert "no reference runs stored" in text or "reference runs" in text

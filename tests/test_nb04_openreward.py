@@ -124,3 +124,4 @@ def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch)
     assert [step for step, _ in watch["probe"]] == [0, 1, 2] and all(0 <= v <= 1 for _, v in watch["probe"])
     assert all(f"[watch] ALARM {kind}" in text for kind in watch["alarms"])
     assert 0.0 <= watch["no_tool_share"] <= 1.0 and "training reward" in text
+    assert watch["gallery"] == [] and "the judge calls wrong: none" in text   # the ORS reward pays right answers only
