@@ -93,16 +93,12 @@ def check_alarms(rows: list[dict], probes: list[tuple[int, float]], t: Threshold
         found["length_clipped"] = (
             f"replies cut at max_completion_length: {clipped[0]:.0%} -> {clipped[1]:.0%} of them. A cut reply "
             "never answers; raise max_completion_length or look for a loop in the rollouts.")
-    tools = _ends(rows, "tool_calls", t.window)
-    if tools and tools[0] >= t.tool_start and tools[1] < t.tool_left * tools[0]:
-        found["tool_use_vanished"] = (
-            f"tool calls per rollout fell from {tools[0]:.2f} to {tools[1]:.2f}: the policy stopped using the "
-            "environment. A reward that pays answers without the tool invites this.")
-    no_tool = _ends(rows, "no_tool_share", t.window)
-    if "tool_use_vanished" not in found and no_tool and no_tool[0] <= 1 - t.tool_start and no_tool[1] > 1 - t.tool_left * (1 - no_tool[0]):
-        found["tool_use_vanished"] = (
-            f"rollouts that end without a tool call rose from {no_tool[0]:.0%} to {no_tool[1]:.0%}: the policy "
-            "stopped using the environment. A reward that pays answers without the tool invites this.")
+    for key, what in (("tool_calls", "tool calls per rollout"), ("tool_share", "share of rollouts calling a tool")):
+        tools = _ends(rows, key, t.window)
+        if "tool_use_vanished" not in found and tools and tools[0] >= t.tool_start and tools[1] < t.tool_left * tools[0]:
+            found["tool_use_vanished"] = (
+                f"{what} fell from {tools[0]:.2f} to {tools[1]:.2f}: the policy stopped using the environment. "
+                "A reward that pays answers without the tool invites this.")
     zero = [row["zero_std"] for row in rows if row.get("zero_std") is not None]
     if zero:
         w = max(1, min(t.window, len(zero)))
@@ -179,11 +175,11 @@ class RunWatch(TrainerCallback):
         """One step's rollouts as (messages, total reward): the share without a tool call, and the gallery."""
         if not rollouts:
             return
-        no_tool = sum(not called_a_tool(messages) for messages, _ in rollouts) / len(rollouts)
+        share = sum(called_a_tool(messages) for messages, _ in rollouts) / len(rollouts)
         if self.rows and self.rows[-1]["step"] == step:
-            self.rows[-1]["no_tool_share"] = no_tool
+            self.rows[-1]["tool_share"] = share
         else:
-            self.rows.append({"step": step, "no_tool_share": no_tool})
+            self.rows.append({"step": step, "tool_share": share})
         if self.judge is None:
             return
         for messages, reward in rollouts:
@@ -224,11 +220,11 @@ class RunWatch(TrainerCallback):
 
     # --- what a learner reads, and the record ------------------------------------------------------------------
     def summary(self) -> dict:
-        no_tool = [row["no_tool_share"] for row in self.rows if row.get("no_tool_share") is not None]
+        tool_share = _mean(row.get("tool_share") for row in self.rows)
         return {"alarms": [alarm.kind for alarm in self.alarms],
                 "alarm_messages": {alarm.kind: alarm.message for alarm in self.alarms},
                 "probe": [list(point) for point in self.probes],
-                "no_tool_share": _mean(no_tool), "gallery": self.gallery}
+                "no_tool_share": None if tool_share is None else 1 - tool_share, "gallery": self.gallery}
 
     def __str__(self) -> str:
         lines = [f"alarms: {', '.join(a.kind for a in self.alarms)}" if self.alarms else
