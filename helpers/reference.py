@@ -1,10 +1,10 @@
 """Is my run normal? A training curve set against the band of the project's own measured runs.
 
 `reference_runs.json` (next to this file) holds, per notebook and profile, the curves that runs of the notebook
-recorded in their metrics.json (`helpers.metrics.curves`), one per training seed, with the machine and commit
-they ran on. The band at each step is the mean and the range (lowest to highest) of those runs.
+recorded in their metrics.json (`helpers.metrics.curves`), one per training seed, with the machine they ran on.
+The band at each step is the mean and the range (lowest to highest) of those runs.
 
-    band = reference_band("03_wordle_rollout_func", "rewards/reward_valid/mean")   # None: nothing stored
+    band = reference_band("03_wordle_rollout_func", "rewards/reward_valid/mean", settings.profile)   # None: none stored
     print(where_run_sits(trainer.state.log_history, band))   # inside, ahead or behind, and what that means
     training_curves(log_history, keys, reference={key: band})                         # the band under the curve
 
@@ -63,7 +63,7 @@ def load_references(path: Path = REFERENCE_FILE) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def reference_band(notebook: str, key: str, profile: str = "cpu", *, path: Path = REFERENCE_FILE) -> Band | None:
+def reference_band(notebook: str, key: str, profile: str, *, path: Path = REFERENCE_FILE) -> Band | None:
     """The band of `key` over the stored runs of `notebook`'s `profile`, or None when none are stored."""
     entry = load_references(path).get(notebook, {}).get(profile)
     if not entry:
@@ -86,7 +86,8 @@ def reference_band(notebook: str, key: str, profile: str = "cpu", *, path: Path 
 
 def where_run_sits(log_history: list[dict], band: Band | None, *, label: str | None = None) -> Verdict:
     """Where the run's `band.key` sits against the band over the second half of the steps both have: inside the
-    reference runs' range, ahead of all of them or behind all of them (means over those steps), and what it means."""
+    reference runs' range, ahead of all of them or behind all of them (means over those steps), and what it means.
+    The stored runs logged every step; a run logging every N steps compares its N-step means, which wander less."""
     if band is None:
         return Verdict("unknown", f"{label + ': ' if label else ''}no reference runs stored for this notebook and "
                                   "profile, nothing to compare with.")
@@ -119,7 +120,7 @@ def add_runs(notebook: str, metrics_paths: list[str], *, machine: str, meaning: 
         entry["machine"] = machine
         if meaning:
             entry["meaning"] = meaning
-        entry["runs"].append({"seed": metrics.get("seed"), "commit": metrics.get("commit"), "curves": metrics["curves"]})
+        entry["runs"].append({"seed": metrics.get("seed"), "machine": machine, "curves": metrics["curves"]})
     path.write_text(json.dumps(references, indent=1) + "\n")
     return references
 

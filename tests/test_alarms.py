@@ -115,7 +115,8 @@ def test_an_honest_run_raises_no_alarm_and_an_empty_gallery():
     assert summary["alarms"] == [] and summary["gallery"] == []
     assert summary["probe"][-1][1] > summary["probe"][0][1]
     assert watch.rows[-1]["reward"] > watch.rows[0]["reward"]   # the training reward rose too: honestly
-    assert "alarms: none" in str(watch) and "none (the reward paid only right answers)" in str(watch)
+    assert "alarms: none" in str(watch) and "(the reward paid only right answers)" in str(watch)
+    assert watch.judged > 100 and summary["alarms_true_at_end"] == []
 
 
 def test_length_collapse_fires_and_a_steady_length_does_not():
@@ -154,8 +155,33 @@ def test_a_probe_that_falls_while_the_reward_is_flat_is_no_hacking_alarm():
 def test_the_arithmetic_judge_recomputes_the_answer_from_the_question(question, answer, wrong):
     call = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "answer", "arguments": {"answer": answer}}}]}
     verdict = judge_arithmetic([{"role": "user", "content": question}, call])
-    assert (verdict is not None) == wrong and (not wrong or repr(answer) in verdict)
+    assert (verdict is True) == (not wrong) and (not wrong or repr(answer) in verdict)
     text_call = {"role": "assistant", "content": f'<tool_call>{{"name": "answer", "arguments": {{"answer": "{answer}"}}}}</tool_call>'}
-    assert (judge_arithmetic([{"role": "user", "content": question}, text_call]) is not None) == wrong
+    assert (judge_arithmetic([{"role": "user", "content": question}, text_call]) is True) == (not wrong)
     assert judge_arithmetic([{"role": "user", "content": question}]) is None   # never answered: not the judge's case
     assert judge_arithmetic([{"role": "user", "content": "Play Wordle"}, call]) is None
+
+
+def test_a_failing_probe_is_reported_and_training_goes_on():
+    lines = []
+
+    def probe(model):
+        raise ConnectionError("server went away")
+
+    watch = RunWatch(probe=probe, probe_every=1, out=lambda line, **k: lines.append(line))
+    args, state, control = TrainingArguments(output_dir="unused", report_to="none"), TrainerState(), TrainerControl()
+    watch.on_train_begin(args, state, control, model=torch.nn.Linear(1, 1))
+    assert watch.probes == [] and "failed, skipped: ConnectionError: server went away" in lines[0]
+
+
+def test_one_noisy_early_step_does_not_latch_an_alarm_and_a_resumed_run_keeps_its_history():
+    watch = RunWatch(out=lambda *a, **k: None)
+    args, state, control = TrainingArguments(output_dir="unused", report_to="none"), TrainerState(), TrainerControl()
+    for step, zero_std in enumerate([1.0, 0.0, 0.2, 0.0, 0.1, 0.0], start=1):   # step 1 alone had no gradient
+        state.global_step = step
+        watch.on_log(args, state, control, logs={"reward": 0.5, "frac_reward_zero_std": zero_std})
+    assert watch.alarms == []
+    resumed = RunWatch(out=lambda *a, **k: None)
+    state.log_history = [{"step": s, "reward": 0.1 * s, "loss": 0.0} for s in (1, 2, 3)]
+    resumed.on_train_begin(args, state, control)
+    assert [row["step"] for row in resumed.rows] == [1, 2, 3] and resumed.rows[-1]["reward"] == pytest.approx(0.3)

@@ -32,7 +32,7 @@ def stored(tmp_path):
 
 
 def test_the_band_is_the_runs_range_at_the_steps_every_run_reached(stored):
-    band = reference_band("nb", KEY, path=stored)
+    band = reference_band("nb", KEY, "cpu", path=stored)
     assert band.runs == 3 and band.steps == [1, 2, 3, 4]   # the third run's step 5 is not shared
     assert band.low == pytest.approx([0.4, 0.5, 0.6, 0.7]) and band.high == pytest.approx([0.6, 0.7, 0.8, 0.9])
     assert band.mean == pytest.approx([0.5, 0.6, 0.7, 0.8])
@@ -42,16 +42,16 @@ def test_the_band_is_the_runs_range_at_the_steps_every_run_reached(stored):
 @pytest.mark.parametrize("values, position", [
     ([0.5, 0.6, 0.75, 0.75], "inside"), ([0.5, 0.6, 0.95, 1.0], "ahead"), ([0.5, 0.5, 0.3, 0.3], "behind")])
 def test_a_run_sits_inside_ahead_or_behind_over_the_second_half(stored, values, position):
-    verdict = where_run_sits(log_of(values), reference_band("nb", KEY, path=stored), label="valid")
+    verdict = where_run_sits(log_of(values), reference_band("nb", KEY, "cpu", path=stored), label="valid")
     assert verdict.position == position
     assert verdict.message.startswith("valid, steps 3-4: this run") and position.upper() in verdict.message
     assert ("here: check the warm start" in verdict.message) == (position == "behind")
 
 
 def test_no_reference_says_so_and_the_plot_draws_the_band(stored, tmp_path):
-    assert reference_band("other", KEY, path=stored) is None and reference_band("nb", "reward_x", path=stored) is None
+    assert reference_band("other", KEY, "cpu", path=stored) is None and reference_band("nb", "reward_x", "cpu", path=stored) is None
     assert where_run_sits(log_of([0.1, 0.2]), None).position == "unknown"
-    band = reference_band("nb", KEY, path=stored)
+    band = reference_band("nb", KEY, "cpu", path=stored)
     fig = training_curves(log_of([0.5, 0.6, 0.7]), [KEY], reference={KEY: band}, save_to=tmp_path / "c.png")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["reference: 3 runs (cpu)", "this run"]
