@@ -1,6 +1,7 @@
-"""Before training: can trackio mirror the dashboard to TRACKIO_SPACE_ID? Say so now, in our words.
+"""Where training logs: trackio checked before training, and the I/O fields every trainer config shares.
 
-    check_trackio_space(TRACKIO_SPACE_ID, settings.report_to)
+    check_trackio_space(TRACKIO_SPACE_ID, settings.report_to)   # can trackio mirror to that Space? say so now
+    GRPOConfig(**trainer_io(NB, "trainer", settings, precision, seed=SEED), learning_rate=...)
 
 Without the check, trackio fails only when training starts, with a raw network or Hub error
 (offline: `httpx.ConnectError` from `space_info`). No Space (None) keeps the dashboard local.
@@ -58,3 +59,24 @@ def check_trackio_space(space_id: str | None, report_to="trackio") -> None:
     except Exception as exc:
         raise TrackingError(f"trackio cannot reach the Space {space_id!r} on the Hugging Face Hub "
                             f"({type(exc).__name__}: {exc}). {local}, or check the network and the token.") from exc
+
+
+PROJECT = "agent-rl-notebooks"   # one trackio project: every notebook's runs side by side in one dashboard
+
+
+def trainer_io(notebook: str, name: str, settings, precision, *, trackio_space_id=None, seed: int = 0,
+               **overrides) -> dict:
+    """The fields every trainer config of a notebook shares and no lesson is about, so the config in the notebook
+    shows only its learning knobs: where the trainer writes (runs/<notebook>/<name>), how it logs (one trackio
+    project, the profile's `report_to`, every step), no checkpoints, the precision and device `choose_precision`
+    picked, the profile's activation checkpointing, no push (helpers.publish pushes). `overrides` win.
+
+        GRPOConfig(**trainer_io(NB, "trainer", settings, precision, seed=SEED), learning_rate=..., ...)
+    """
+    from helpers.metrics import run_dir
+
+    fields = dict(output_dir=str(run_dir(notebook) / name), run_name=f"{notebook}-{name}-{settings.profile}",
+                  project=PROJECT, report_to=settings.report_to, trackio_space_id=trackio_space_id, logging_steps=1,
+                  save_strategy="no", seed=seed, use_cpu=precision.device == "cpu", bf16=precision.bf16,
+                  fp16=precision.fp16, activation_checkpointing=settings.activation_checkpointing, push_to_hub=False)
+    return {**fields, **overrides}
