@@ -12,6 +12,8 @@ produce, and prints an alarm the moment one fires (and keeps it for the run's re
 - `tool_use_vanished`: rollouts stop calling the tools they called at the start.
 - `no_gradient`: nearly every group scored all its rollouts alike (`frac_reward_zero_std`), so GRPO has nothing
   to learn from: "nothing is learning" is then expected, and the fix is the task's difficulty or the temperature.
+  When that happens after the reward rose to the best the run has seen, it is `saturated` instead: not a fault,
+  the sign that more steps add nothing.
 
 And a gallery: the best-rewarded rollouts that a strict `judge` (your own check, independent of the reward)
 calls wrong. With an honest reward it stays empty; with a hackable one it shows the exploit.
@@ -106,9 +108,18 @@ def check_alarms(rows: list[dict], probes: list[tuple[int, float]], t: Threshold
     if zero and (final or len(zero) >= t.window):
         w = max(1, min(t.window, len(zero)))
         if _mean(zero[-w:]) >= t.zero_std:
-            found["no_gradient"] = (
-                f"{_mean(zero[-w:]):.0%} of the last groups scored all their rollouts alike: no gradient, so a flat "
-                "reward is expected. Make the questions harder (all right) or easier (all wrong), or sample hotter.")
+            rewards = [row["reward"] for row in rows if row.get("reward") is not None]
+            last = _mean(rewards[-w:]) if rewards else None
+            if reward and last is not None and reward[1] - reward[0] >= t.reward_rise and last >= 0.95 * max(rewards):
+                found["saturated"] = (
+                    f"the reward rose {reward[0]:.2f} -> {reward[1]:.2f} to the best the run has seen and now every "
+                    "group scores alike: the policy has learned what this reward can teach, and more steps add "
+                    "nothing. Stop here, or make the task harder.")
+            else:
+                found["no_gradient"] = (
+                    f"{_mean(zero[-w:]):.0%} of the last groups scored all their rollouts alike (reward "
+                    f"{last if last is not None else float('nan'):.2f}): no gradient, so a flat reward is expected. "
+                    "All right: make the task harder; all wrong: easier; identical rollouts: sample hotter.")
     return found
 
 

@@ -128,10 +128,12 @@ def test_length_collapse_fires_and_a_steady_length_does_not():
     ([{"tool_calls": 1.0}, {"tool_calls": 0.9}, {"tool_calls": 0.1}, {"tool_calls": 0.0}], "tool_use_vanished"),
     ([{"clipped": 0.0}, {"clipped": 0.1}, {"clipped": 0.7}, {"clipped": 0.8}], "length_clipped"),
     ([{"zero_std": 0.5}, {"zero_std": 1.0}, {"zero_std": 1.0}, {"zero_std": 1.0}], "no_gradient"),
+    ([{"zero_std": 0.0, "reward": 0.3}, {"zero_std": 0.2, "reward": 0.7}, {"zero_std": 1.0, "reward": 1.0},
+      {"zero_std": 1.0, "reward": 1.0}, {"zero_std": 1.0, "reward": 1.0}], "saturated"),
 ])
 def test_each_alarm_fires_on_its_own_sign_only(rows, kind):
     assert list(check_alarms(rows, [])) == [kind]
-    steady = [{key: rows[0][key] for key in rows[0]} for _ in rows]
+    steady = [dict(rows[0]) for _ in rows]
     assert check_alarms(steady, []) == {}
 
 
@@ -185,3 +187,9 @@ def test_one_noisy_early_step_does_not_latch_an_alarm_and_a_resumed_run_keeps_it
     state.log_history = [{"step": s, "reward": 0.1 * s, "loss": 0.0} for s in (1, 2, 3)]
     resumed.on_train_begin(args, state, control)
     assert [row["step"] for row in resumed.rows] == [1, 2, 3] and resumed.rows[-1]["reward"] == pytest.approx(0.3)
+
+
+def test_groups_alike_below_the_best_reward_is_no_gradient_not_saturation():
+    # notebook 03, seed 2: identical games in every group at temperature 0.5, the reward below its best
+    rows = [{"zero_std": z, "reward": r} for z, r in [(0.0, 0.7), (0.5, 1.15), (1.0, 0.9), (1.0, 0.8), (1.0, 0.75)]]
+    assert list(check_alarms(rows, [])) == ["no_gradient"]
