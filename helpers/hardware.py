@@ -288,29 +288,5 @@ def check_memory(notebook: str, settings, *, seq_len: int | None = None) -> Memo
     return estimate
 
 
-def plan_table(cards: dict[str, GPU]) -> str:
-    """Markdown: for every training notebook and card, what the gpu profile picks and the estimate.
-
-        python -m helpers.hardware      # the table in docs/gpu.md
-    """
-    from helpers.precision import cuda_precision
-    from helpers.profiles import resolve_settings
-
-    rows = ["| notebook | card | model | LoRA | micro-batch | precision | estimate | fits |",
-            "|---|---|---|---|---:|---|---:|---|"]
-    for notebook in RUN_SHAPES:
-        for label, gpu in cards.items():
-            settings = resolve_settings(notebook, "gpu", gpu=gpu, quiet=True)
-            estimate = plan_memory(notebook, settings, gpu)
-            batch = settings.get("per_device_train_batch_size", settings.get("batch_size"))
-            fits = fit_verdict(estimate, gpu.memory_gib)
-            rows.append(f"| {notebook} | {label} | {settings.model} | {settings.lora} | {batch} | "
-                        f"{cuda_precision(gpu.capability)} | {estimate.total:.1f} GiB | {fits} |")
-    return "\n".join(rows)
-
-
 CARDS = {"T4 16 GB": GPU("Tesla T4", 14.7, (7, 5)), "L4 24 GB": GPU("NVIDIA L4", 22.0, (8, 9)),
          "A100 40 GB": GPU("NVIDIA A100-SXM4-40GB", 39.4, (8, 0))}
-
-if __name__ == "__main__":
-    print(plan_table(CARDS))

@@ -143,7 +143,8 @@ def test_qlora_needs_cuda():
 
 def test_every_notebooks_gpu_plan_fits_every_card_class():
     """The table in docs/gpu.md: the gpu profile, fitted to each card, never plans a run that will not fit."""
-    from helpers.hardware import CARDS, plan_table
+    from benchmarks.gpu_plan import plan_table
+    from helpers.hardware import CARDS
 
     table = plan_table(CARDS)
     rows = [r for r in table.splitlines()[2:]]
