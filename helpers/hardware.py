@@ -228,15 +228,17 @@ RUN_SHAPES = {   # notebook -> (settings, measured sequence length) -> (train, g
 }
 
 
-def plan_memory(notebook: str, settings, gpu: GPU | None, *, seq_len: int | None = None) -> MemoryEstimate:
-    """The estimate for `notebook` with `settings` on `gpu` (None: this CPU, in fp32)."""
+def plan_memory(notebook: str, settings, gpu: GPU | None, *, seq_len: int | None = None,
+                model: str | None = None) -> MemoryEstimate:
+    """The estimate for `notebook` with `settings` on `gpu` (None: this CPU, in fp32), for `model` (a name or a
+    folder; None: the profile's `settings.model`)."""
     from helpers.precision import cuda_precision
 
     train_tokens, generate_tokens, logit_tokens = RUN_SHAPES[notebook](settings, seq_len)
     vllm = settings.get("vllm_gpu_memory_utilization", 0.0) if settings.get("use_vllm") and \
         settings.get("vllm_mode", "colocate") == "colocate" else 0.0
     return estimate_memory(
-        model_shape(settings.model), train_tokens=train_tokens, generate_tokens=generate_tokens,
+        model_shape(model or settings.model), train_tokens=train_tokens, generate_tokens=generate_tokens,
         logit_tokens=logit_tokens,
         lora=settings.get("lora", False), precision=cuda_precision(gpu.capability) if gpu else "fp32",
         device="cuda" if gpu else "cpu", vllm_gib=vllm * gpu.memory_gib if gpu else 0.0,
@@ -262,13 +264,16 @@ def fit_to_card(notebook: str, settings, gpu: GPU, *, fixed=()) -> dict:
     return changes
 
 
-def check_memory(notebook: str, settings, *, seq_len: int | None = None) -> MemoryEstimate:
+def check_memory(notebook: str, settings, *, model: str | None = None, seq_len: int | None = None) -> MemoryEstimate:
     """Print the estimate for this run here (GPU memory on CUDA, RAM on CPU) and stop early if it will not fit.
+    `model`: the folder the notebook is about to load (a warm start's checkpoint), so the estimate is of that.
 
     Called before the model is loaded, so a run that cannot fit fails in seconds with what to set, not after a
     download and an out-of-memory error halfway through the first step. `seq_len`: the notebook's measured
     sequence length where it has one (notebook 02's max_length).
     """
+    from helpers.models import resolve_model
+
     gpu = detect_gpu()
     if gpu:
         available = gpu.memory_gib
@@ -278,9 +283,10 @@ def check_memory(notebook: str, settings, *, seq_len: int | None = None) -> Memo
 
         available = psutil.virtual_memory().total / GIB
         where = f"CPU ({available:.0f} GiB RAM)"
-    estimate = plan_memory(notebook, settings, gpu, seq_len=seq_len)
+    estimate = plan_memory(notebook, settings, gpu, seq_len=seq_len, model=model)
     lora = settings.get("lora", False)
-    print(f"{settings.model}{' + LoRA' if lora is True else ' + QLoRA' if lora == 'qlora' else ''} on {where}")
+    start = f" (from {model})" if model and model != resolve_model(settings.model) else ""
+    print(f"{settings.model}{start}{' + LoRA' if lora is True else ' + QLoRA' if lora == 'qlora' else ''} on {where}")
     print(estimate)
     smaller = "LORA=True" if not lora else "LORA='qlora'" if gpu and lora is True else "a smaller MODEL"
     check_fits(estimate, available, hint=f"Set {smaller}, or lower the batch size or completion length "
