@@ -36,7 +36,7 @@ from typing import Callable
 
 from transformers import TrainerCallback
 
-from helpers.show import called_a_tool, rollout_text, tool_calls_of
+from helpers.show import batch_rollouts, called_a_tool, rollout_text, tool_calls_of
 
 # The logged keys each check reads (TRL 1.16's GRPOTrainer names), as the row fields below.
 LOGGED = {"reward": "reward", "length": "completions/mean_length", "clipped": "completions/clipped_ratio",
@@ -107,17 +107,21 @@ def check_alarms(rows: list[dict], probes: list[tuple[int, float]], t: Threshold
     zero = [row["zero_std"] for row in rows if row.get("zero_std") is not None]
     if zero and (final or len(zero) >= t.window):
         w = max(1, min(t.window, len(zero)))
-        if _mean(zero[-w:]) >= t.zero_std:
+        alike = _mean(zero[-w:])
+        if alike >= t.zero_std:
+            # whether the reward rose before the groups went alike: over every step so far, since this check
+            # has its own wait (one window) and must not read "no rise" from a run too young for `reward`
+            rise = _ends(rows, "reward", t.window)
             rewards = [row["reward"] for row in rows if row.get("reward") is not None]
             last = _mean(rewards[-w:]) if rewards else None
-            if reward and last is not None and reward[1] - reward[0] >= t.reward_rise and last >= 0.95 * max(rewards):
+            if rise and last is not None and rise[1] - rise[0] >= t.reward_rise and last >= 0.95 * max(rewards):
                 found["saturated"] = (
-                    f"the reward rose {reward[0]:.2f} -> {reward[1]:.2f} to the best the run has seen and now every "
+                    f"the reward rose {rise[0]:.2f} -> {rise[1]:.2f} to the best the run has seen and now every "
                     "group scores alike: the policy has learned what this reward can teach, and more steps add "
                     "nothing. Stop here, or make the task harder.")
             else:
                 found["no_gradient"] = (
-                    f"{_mean(zero[-w:]):.0%} of the last groups scored all their rollouts alike (reward "
+                    f"{alike:.0%} of the last groups scored all their rollouts alike (reward "
                     f"{last if last is not None else float('nan'):.2f}): no gradient, so a flat reward is expected. "
                     "All right: make the task harder; all wrong: easier; identical rollouts: sample hotter.")
     return found
@@ -242,8 +246,6 @@ class RunWatch(TrainerCallback):
         self.record_probe(step, value)
 
     def _batch(self) -> list[tuple[list[dict], float]]:
-        from helpers.show import batch_rollouts
-
         weights = getattr(self.trainer, "reward_weights", None)
         names = list(self.trainer._logs["rewards"])
         weight = {name: float(weights[i]) if weights is not None else 1.0 for i, name in enumerate(names)}

@@ -189,4 +189,3 @@ def diagnose(delta: RewardDelta, *, tool_call_frequency: float | None = None, fl
         f"Delta {pp}: no change from a middling start. The run was too short or too gentle for the "
         "reward to move: train more steps, raise learning_rate, or raise num_generations so more groups "
         "have a non-zero reward_std."))
-

@@ -135,11 +135,11 @@ def trainer_metrics(trainer) -> dict:
         if hasattr(args, knob):
             out[knob] = getattr(args, knob)
     out["curves"] = curves(trainer.state.log_history)
-    rewards = [h["reward"] for h in trainer.state.log_history if h.get("reward") is not None]
+    rewards = [r for r in out["curves"].get("reward", []) if r is not None]
     if rewards:
         out["reward_curve"] = rewards
     # GRPO's share of groups whose rollouts all scored the same (no gradient); compare with a preflight's mixed share
-    zero_std = [h["frac_reward_zero_std"] for h in trainer.state.log_history if h.get("frac_reward_zero_std") is not None]
+    zero_std = [z for z in out["curves"].get("frac_reward_zero_std", []) if z is not None]
     if zero_std:
         out["frac_reward_zero_std_curve"] = zero_std
         out["frac_reward_zero_std"] = sum(zero_std) / len(zero_std)

@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.plots import series
+
 REFERENCE_FILE = Path(__file__).with_name("reference_runs.json")
 
 # What a position usually means, for any notebook; a notebook's stored "meaning" adds its own line.
@@ -91,7 +93,7 @@ def where_run_sits(log_history: list[dict], band: Band | None, *, label: str | N
     if band is None:
         return Verdict("unknown", f"{label + ': ' if label else ''}no reference runs stored for this notebook and "
                                   "profile, nothing to compare with.")
-    run = {h["step"]: float(h[band.key]) for h in log_history if isinstance(h.get(band.key), (int, float)) and "step" in h}
+    run = dict(zip(*series(log_history, band.key)))   # step -> value
     shared = [i for i, step in enumerate(band.steps) if step in run]
     if not shared:
         return Verdict("unknown", f"the run logged no {band.key} at the reference runs' steps.")

@@ -193,3 +193,9 @@ def test_groups_alike_below_the_best_reward_is_no_gradient_not_saturation():
     # notebook 03, seed 2: identical games in every group at temperature 0.5, the reward below its best
     rows = [{"zero_std": z, "reward": r} for z, r in [(0.0, 0.7), (0.5, 1.15), (1.0, 0.9), (1.0, 0.8), (1.0, 0.75)]]
     assert list(check_alarms(rows, [])) == ["no_gradient"]
+
+
+def test_saturation_is_told_apart_as_soon_as_the_groups_go_alike_mid_run():
+    # four logged steps: too few for the mid-run reward-trend checks, enough for the groups-alike check
+    rows = [{"zero_std": z, "reward": r} for z, r in [(0.0, 0.3), (1.0, 1.0), (1.0, 1.0), (1.0, 1.0)]]
+    assert list(check_alarms(rows, [], final=False)) == ["saturated"]
