@@ -195,6 +195,13 @@ class Settings(dict):
         except KeyError:
             raise AttributeError(f"No setting {key!r}; known: {', '.join(self)}") from None
 
+    def __setattr__(self, key, value):
+        """`settings.use_vllm = False` changes the setting itself, so what reads it as a key (the memory estimate,
+        the run record) sees the change; an unknown name is refused rather than kept beside the settings."""
+        if key not in self:
+            raise AttributeError(f"No setting {key!r} to change; known: {', '.join(self)}")
+        self[key] = value
+
     def show(self) -> None:
         width = max(map(len, self))
         for key, value in self.items():

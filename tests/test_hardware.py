@@ -164,3 +164,22 @@ def test_a_run_too_big_for_the_card_gets_lora_unless_the_user_said_otherwise(cap
     assert mine.lora is False
     with pytest.raises(WillNotFitError, match="Set LORA=True"):
         check_fits(plan_memory("03_wordle_rollout_func", mine, v100), v100.memory_gib, hint="Set LORA=True.")
+
+
+def test_the_estimate_drops_vllm_once_the_notebook_generates_without_it():
+    """Notebook 03 decides `settings.use_vllm = decide_use_vllm(...)` before `check_memory`; on an H200 without vllm
+    installed the estimate still counted vLLM's 35 GiB share (62 GiB estimated against 28.6 GiB measured), because
+    the attribute was set beside the dict the estimate reads."""
+    from helpers.hardware import plan_memory
+    from helpers.profiles import resolve_settings
+
+    h200 = GPU("NVIDIA H200", 139.8, (9, 0))
+    settings = resolve_settings("03_wordle_rollout_func", "gpu", gpu=h200, quiet=True)
+    with_vllm = plan_memory("03_wordle_rollout_func", settings, h200)
+    assert with_vllm.parts["vLLM (colocated)"] == pytest.approx(0.25 * 139.8)
+    settings.use_vllm = False
+    without = plan_memory("03_wordle_rollout_func", settings, h200)
+    assert settings["use_vllm"] is False and without.parts.get("vLLM (colocated)", 0.0) == 0.0
+    assert without.total == pytest.approx(with_vllm.total - 0.25 * 139.8)
+    with pytest.raises(AttributeError, match="No setting 'use_vlm'"):
+        settings.use_vlm = False

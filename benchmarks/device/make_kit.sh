@@ -1,0 +1,33 @@
+#!/bin/bash
+# Pack what the device machine (an H100/H200, no network, its own Python 3.12 with torch) needs to run the
+# notebooks' gpu profiles into .gpu/ (ignored by git; the device tool carries it: carry [".gpu"]):
+#   - site312.tar.xz: this project's pinned packages that the device image lacks (or has at another version),
+#     installed for CPython 3.12 and packed (~37 MB; gradio's web front end is left out: no notebook serves it);
+#   - tok/: the real Qwen3 tokenizer with TRL's chat template (the random-weight models are built there);
+#   - the notebooks exported to scripts (helpers.export), and build_model.py, measure.py, run.sh from here.
+# Needs a Python 3.12 here (PYTHON312, default python3.12) to install the 3.12 wheels and build sdists.
+# Usage (repo root): bash benchmarks/device/make_kit.sh   then: device run "bash .gpu/run.sh", carry [".gpu"]
+set -euo pipefail
+PY=.venv/bin/python; PY312=${PYTHON312:-python3.12}; KIT=.gpu; WORK=$(mktemp -d)
+grep -qx "/$KIT/" .git/info/exclude 2>/dev/null || echo "/$KIT/" >> .git/info/exclude
+mkdir -p $KIT/tok
+# What the notebooks import, from a tiny run of each with a module trace, is what the device must have.
+for nb in 01_grpo_walkthrough 02_sft_warmup 03_wordle_rollout_func 04_openreward_spec; do
+  $PY -m helpers.export notebooks/$nb.ipynb -o $KIT/$nb.py > /dev/null
+done
+$PY benchmarks/device/needed_packages.py > $WORK/need.txt   # name==version, pinned, missing on the device
+PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  --platform manylinux_2_34_x86_64 --platform manylinux_2_31_x86_64 --platform any"
+mkdir -p $WORK/whl
+while read -r req; do
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT \
+    -d $WORK/whl "$req" 2>/dev/null || $PY312 -m pip wheel -q --no-deps -w $WORK/whl "$req"   # sdist only
+done < $WORK/need.txt
+$PY312 -m pip install -q --no-deps --no-index --no-compile --target $WORK/site312 $WORK/whl/*.whl
+rm -rf $WORK/site312/gradio/templates $WORK/site312/bin
+find $WORK/site312 -name __pycache__ -type d -prune -exec rm -rf {} +
+tar -cJf $KIT/site312.tar.xz -C $WORK site312
+TOK=$($PY -c "from helpers.models import resolve_model; print(resolve_model('tiny'))")
+cp $TOK/tokenizer.json $TOK/tokenizer_config.json $TOK/chat_template.jinja $KIT/tok/
+cp benchmarks/device/build_model.py benchmarks/device/measure.py benchmarks/device/run.sh $KIT/
+rm -rf $WORK; du -sh $KIT

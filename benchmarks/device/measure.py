@@ -1,0 +1,54 @@
+"""Run an exported notebook script in this process and record its wall time, peak GPU memory and metrics.json.
+
+    AGENT_RL_RUNS=/tmp/runs/nb01 OUT=/some/dir python3 measure.py nb01 .gpu/01_grpo_walkthrough.py --profile gpu ...
+
+Writes $OUT/<name>.json every 10 s while the script runs and once at the end, so a run that a timeout kills
+still reports its peak so far (an interrupted notebook catches the first SIGINT and goes on to evaluate).
+"""
+import json
+import os
+import runpy
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+name, script, *args = sys.argv[1:]
+sys.argv = [script, *args]
+started = time.time()
+result = {"name": name, "args": args, "rc": None, "error": None, "torch": torch.__version__,
+          "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
+
+
+def record(final: bool = False) -> None:
+    result["wall_s"] = round(time.time() - started, 1)
+    result["finished"] = final
+    if torch.cuda.is_available():
+        result["peak_allocated_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        result["peak_reserved_gib"] = round(torch.cuda.max_memory_reserved() / 2**30, 2)
+    for metrics in Path(os.environ["AGENT_RL_RUNS"]).glob("*/metrics.json"):
+        result.setdefault("metrics", {})[metrics.parent.name] = json.loads(metrics.read_text())
+    Path(os.environ["OUT"], f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+def every_ten_seconds() -> None:
+    while True:
+        time.sleep(10)
+        record()
+
+
+threading.Thread(target=every_ten_seconds, daemon=True).start()
+try:
+    runpy.run_path(script, run_name="__main__")
+    result["rc"] = 0
+except SystemExit as exit_:
+    result["rc"] = exit_.code if isinstance(exit_.code, int) else 1
+except BaseException as error:
+    result["rc"], result["error"] = 1, "".join(traceback.format_exception(error))[-3000:]
+    traceback.print_exc()
+record(final=True)
+print(f"[measure] {name}: rc {result['rc']}, {result['wall_s']} s, peak {result.get('peak_allocated_gib')} GiB "
+      f"allocated, {result.get('peak_reserved_gib')} GiB reserved", flush=True)

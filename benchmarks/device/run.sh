@@ -1,0 +1,38 @@
+#!/bin/bash
+# The notebooks' gpu profiles on the device machine, with random-weight Qwen3 models of the real shapes (no
+# weights can be fetched there): memory and time per step are real, learning metrics are not. Results: $OUT.
+#   bash .gpu/run.sh [nb01 nb04 nb02 nb03]       SECONDS_LEFT=470 caps the whole run (device time is scarce)
+# Measured 2026-11-26 on an H200 (docs/gpu.md): setup ~15 s, both models ~25 s, then per notebook the times below.
+T0=$(date +%s); LIMIT=${SECONDS_LEFT:-470}; mkdir -p $OUT/logs
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee $OUT/logs/env.txt
+tar -xJf .gpu/site312.tar.xz -C /tmp || exit 3
+export PYTHONPATH=/tmp/site312:$PWD:$PWD/envs PYTHONUNBUFFERED=1 MPLBACKEND=Agg HF_HUB_OFFLINE=1
+# `openenv collect` (notebook 02) as a console script of this Python
+mkdir -p /tmp/bin && printf '#!%s\nimport sys\nfrom openenv.cli.__main__ import main\nsys.exit(main())\n' \
+  "$(which python3)" > /tmp/bin/openenv && chmod +x /tmp/bin/openenv && export PATH=/tmp/bin:$PATH
+python3 -W ignore -c "import torch, transformers, trl, openenv, reasoning_gym; print('imports ok', torch.__version__, \
+  transformers.__version__, trl.__version__)" || exit 4
+python3 .gpu/build_model.py 2>&1 | grep parameters
+echo "setup and models: $(( $(date +%s) - T0 )) s"
+M=/tmp/models/qwen3-1.7b-random
+run() {  # name, timeout, script and flags
+  local n=$1 t=$2; shift 2; local left=$(( LIMIT - ($(date +%s) - T0) ))
+  (( left < 40 )) && { echo "skip $n: ${left} s left"; return; }; (( t > left )) && t=$left
+  echo "== $n (timeout $t s) at $(( $(date +%s) - T0 )) s"
+  AGENT_RL_RUNS=/tmp/runs/$n timeout -s INT -k 20 $t python3 .gpu/measure.py $n "$@" > $OUT/logs/$n.log 2>&1
+  echo "rc $?"; grep -E "total  |s a step|steps in|\[measure\]|Error" $OUT/logs/$n.log | tail -8; }
+for nb in ${@:-nb01 nb04 nb02 nb03}; do case $nb in
+  # 01: ~30 s to load, ~8 s a probe (16 sums, 256 tokens), ~10 s a GRPO step (4 rollouts of 256 tokens)
+  nb01) run nb01 220 .gpu/01_grpo_walkthrough.py --profile gpu --model $M --max-steps 3 --preflight-n 0 --eval-n 8 \
+          --report-to none ;;
+  # 04: one GRPO step (8 rollouts of 512 tokens) ~20 s; probes of 9 tasks
+  nb04) run nb04 200 .gpu/04_openreward_spec.py --profile gpu --model $M --max-steps 3 --eval-tasks 9 --preflight-n 2 \
+          --report-to none ;;
+  # 02: the local teacher instead of gpt-5-mini; 6 SFT steps in 7 s
+  nb02) run nb02 90 .gpu/02_sft_warmup.py --profile gpu --model $M --teacher local --n-episodes 48 --num-train-epochs 1 \
+          --eval-n 16 --report-to none ;;
+  # 03: echo on the random Qwen3-0.6B (Qwen2.5-0.5B's stand-in), Wordle and the factory version: ~95 s
+  nb03) run nb03 120 .gpu/03_wordle_rollout_func.py --profile gpu --model $M --echo-model /tmp/models/qwen3-0.6b-random \
+          --echo-steps 2 --max-steps 2 --gradient-accumulation-steps 4 --factory-steps 1 --eval-games 4 --report-to none ;;
+esac; done
+cd $OUT && tar -czf logs.tar.gz logs && rm -rf logs; echo "total $(( $(date +%s) - T0 )) s"
