@@ -8,16 +8,17 @@ never imports profiles.
 
 from __future__ import annotations
 
-from helpers.hardware import CARDS, GPU, RUN_SHAPES, fit_verdict, plan_memory
+from helpers.hardware import CARDS, GPU, fit_verdict, plan_memory
 from helpers.precision import cuda_precision
 from helpers.profiles import resolve_settings
+from helpers.recipes import RECIPES
 
 
 def plan_table(cards: dict[str, GPU]) -> str:
     """Markdown: for every training notebook and card, what the gpu profile picks and the estimate."""
     rows = ["| notebook | card | model | LoRA | micro-batch | precision | estimate | fits |",
             "|---|---|---|---|---:|---|---:|---|"]
-    for notebook in RUN_SHAPES:
+    for notebook in sorted(name for name, recipe in RECIPES.items() if recipe.step_tokens):
         for label, gpu in cards.items():
             settings = resolve_settings(notebook, "gpu", gpu=gpu, quiet=True)
             estimate = plan_memory(notebook, settings, gpu)

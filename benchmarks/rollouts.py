@@ -190,7 +190,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
         name = model_name or spec["model"]
         label = name
         if shape == "evaluation" and not model_name and size == "full":
-            path, label = warm_start(name)      # the model notebook 01 evaluates, when notebook 02 has run
+            path, label = warm_start("01_grpo_walkthrough", name)   # the model notebook 01 evaluates, when notebook 02 has run
         else:
             path = resolve_model(name)
         tokenizer = AutoTokenizer.from_pretrained(path)

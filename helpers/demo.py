@@ -16,10 +16,10 @@ from pathlib import Path
 
 from helpers.metrics import runs_dir
 from helpers.notebooks import NOTEBOOKS_DIR
+from helpers.recipes import RECIPES
 
-PIPELINE = ["02_sft_warmup", "01_grpo_walkthrough"]
-# Wall minutes measured on 2 idle cores (docs/measurements.md), announced before each notebook starts.
-TYPICAL_MINUTES = {("cpu", "02_sft_warmup"): 19, ("cpu", "01_grpo_walkthrough"): 36}
+# Notebook 01 after the notebook whose checkpoint it starts from (its recipe says which, helpers.recipes).
+PIPELINE = [RECIPES["01_grpo_walkthrough"].starts_from, "01_grpo_walkthrough"]
 
 # Run silently in the kernel before the first cell: the trainer log lines (helpers/trainer_log.py). (Importing
 # `helpers` also silences the one deprecation notice TRL triggers: see helpers/__init__.py.)
@@ -170,7 +170,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     runs = []  # (name, executed notebook, wall seconds, error or None): one section each in the report
     for n, name in enumerate(names, 1):
-        typical = TYPICAL_MINUTES.get((args.profile, name))
+        typical = RECIPES[name].typical_minutes.get(args.profile) if name in RECIPES else None   # measured
         print(f"\n=== notebook {n}/{len(names)}: {name} (PROFILE={args.profile}"
               + (f", about {typical} min on 2 idle cores" if typical else "") + ") ===", flush=True)
         executed, started = out / f"{name}.ipynb", time.perf_counter()

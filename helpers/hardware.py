@@ -26,6 +26,8 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from helpers.recipes import RECIPES
+
 GIB = 2**30
 OVERHEAD_GIB = 0.5   # CUDA context / CPU runtime buffers, allocator slack
 
@@ -209,32 +211,13 @@ def check_fits(estimate: MemoryEstimate, available_gib: float, *, hint: str) -> 
     return True
 
 
-# Tokens one training micro-batch holds, and tokens the generation batch holds at once, per notebook: the
-# prompt lengths are what the notebooks' prompts measure (system prompt + tool schema + question).
-# GRPO computes logits for the completion tokens only (TRL's logits_to_keep); SFT for every token.
-RUN_SHAPES = {   # notebook -> (settings, measured sequence length) -> (train, generate, logit) tokens
-    "01_grpo_walkthrough": lambda s, n: (s.per_device_train_batch_size * (350 + s.max_completion_length),
-                                         s.per_device_train_batch_size * s.gradient_accumulation_steps
-                                         * (350 + s.max_completion_length),
-                                         s.per_device_train_batch_size * s.max_completion_length),
-    "02_sft_warmup": lambda s, n: (s.batch_size * (n or 420), 0, s.batch_size * (n or 420)),
-    "03_wordle_rollout_func": lambda s, n: (s.per_device_train_batch_size
-                                            * (300 + s.max_turns * (s.max_completion_length + 60)), 0,
-                                            s.per_device_train_batch_size * s.max_turns
-                                            * (s.max_completion_length + 60)),
-    "04_openreward_spec": lambda s, n: (s.batch_size * (400 + s.max_completion_length),
-                                        s.batch_size * (400 + s.max_completion_length),
-                                        s.batch_size * s.max_completion_length),
-}
-
-
 def plan_memory(notebook: str, settings, gpu: GPU | None, *, seq_len: int | None = None,
                 model: str | None = None) -> MemoryEstimate:
     """The estimate for `notebook` with `settings` on `gpu` (None: this CPU, in fp32), for `model` (a name or a
     folder; None: the profile's `settings.model`)."""
     from helpers.precision import cuda_precision
 
-    train_tokens, generate_tokens, logit_tokens = RUN_SHAPES[notebook](settings, seq_len)
+    train_tokens, generate_tokens, logit_tokens = RECIPES[notebook].step_tokens(settings, seq_len)
     vllm = settings.get("vllm_gpu_memory_utilization", 0.0) if settings.get("use_vllm") and \
         settings.get("vllm_mode", "colocate") == "colocate" else 0.0
     return estimate_memory(
@@ -251,7 +234,7 @@ def fit_to_card(notebook: str, settings, gpu: GPU, *, fixed=()) -> dict:
     the knobs in `fixed` (the ones a user set) alone. Applied to `settings` and returned, for the printout."""
     changes = {}
     batch_key = next((k for k in ("per_device_train_batch_size", "batch_size") if k in settings), None)
-    while notebook in RUN_SHAPES and plan_memory(notebook, settings, gpu).total > gpu.memory_gib:
+    while RECIPES[notebook].step_tokens and plan_memory(notebook, settings, gpu).total > gpu.memory_gib:
         if not settings.get("lora") and "lora" in settings and "lora" not in fixed:
             settings["lora"] = changes["lora"] = True
             continue

@@ -224,30 +224,30 @@ def _build_smollm2(out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-SFT_CHECKPOINT_NOTEBOOK = "02_sft_warmup"
-
-
-def warm_start(model: str, *, warm: bool = True) -> tuple[str, str]:
-    """Where a GRPO notebook (01, 04) starts: notebook 02's SFT checkpoint when `warm` and it exists,
-    else the base `model`. Returns (path for from_pretrained, a line saying which, for the record).
-
-    With `warm` and no checkpoint it says so and starts from the base model: run notebook 02 first."""
+def warm_start(notebook: str, model: str, *, warm: bool = True) -> tuple[str, str]:
+    """Where `notebook` starts: the checkpoint of the notebook its recipe starts from (01: notebook 02's SFT) when
+    `warm` and it exists, else the base `model`. Returns (path for from_pretrained, a line saying which, for the
+    record). With `warm` and no checkpoint it says so, naming the notebook to run first, and starts from the base."""
     from helpers.metrics import runs_dir
+    from helpers.recipes import RECIPES
 
-    checkpoint = runs_dir() / SFT_CHECKPOINT_NOTEBOOK / "checkpoint"
-    if warm and checkpoint.is_dir():
-        return str(checkpoint), f"notebook 02 SFT checkpoint ({checkpoint})"
-    if warm:
-        print(f"No SFT checkpoint at {checkpoint}: starting from the base model (run notebook 02 first).")
+    source = RECIPES[notebook].starts_from
+    checkpoint = runs_dir() / source / "checkpoint" if source else None
+    if warm and checkpoint and checkpoint.is_dir():
+        return str(checkpoint), f"notebook {source[:2]} SFT checkpoint ({checkpoint})"
+    if warm and checkpoint:
+        print(f"No SFT checkpoint at {checkpoint}: starting from the base model (run notebook {source[:2]} first).")
     return resolve_model(model), f"{model} (base, no warm start)"
 
 
-def warm_start_record() -> dict:
-    """What notebook 02 recorded about the checkpoint `warm_start` found ({} when there is none)."""
+def warm_start_record(notebook: str) -> dict:
+    """What the notebook `notebook` starts from recorded about its checkpoint ({} when there is none)."""
     from helpers.metrics import runs_dir
+    from helpers.recipes import RECIPES
 
-    path = runs_dir() / SFT_CHECKPOINT_NOTEBOOK / "metrics.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    source = RECIPES[notebook].starts_from
+    path = runs_dir() / source / "metrics.json" if source else None
+    return json.loads(path.read_text()) if path and path.exists() else {}
 
 
 class LoRAError(ValueError):

@@ -11,7 +11,7 @@ anything but None wins over the profile:
     settings = resolve_settings("01_grpo_walkthrough", PROFILE, max_steps=MAX_STEPS)
     settings.max_steps
 
-What each profile means for each notebook is the table below: change a default here.
+What each profile means for each notebook is its recipe in helpers/recipes.py: change a default there.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 
 from helpers import THREADS_IN_EFFECT
+from helpers.recipes import RECIPES
 from helpers.threads import describe as describe_threads
 
 PROFILE_NAMES = ("tiny", "cpu", "gpu")
@@ -30,156 +31,9 @@ PROFILE_NAMES = ("tiny", "cpu", "gpu")
 LORA_LR_MULTIPLIER = 10
 LR_KEYS = ("learning_rate", "sft_learning_rate")
 
-# notebook -> profile -> settings. Every profile of a notebook has the same keys.
-NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {
-    # 01: the original OpenEnv tutorial's end-to-end GRPO walkthrough (environment_factory on reasoning_gym chain_sum) + held-out eval.
-    # gpu = the original tutorial's config (Qwen3-1.7B, 150 steps, lr 1e-6, 1 x 4 rollouts, 2 generations, 256 tokens).
-    # cpu = SmolLM2-135M warm-started from notebook 02's SFT checkpoint; see the notebook's "CPU recipe" cell.
-    # top_entropy_quantile 0.2: the loss uses only the 20 % most uncertain completion tokens (TRL takes one entropy
-    # quantile over each micro-batch; tiny does too, so CI runs that code path); 1.0 = every token, TRL's default.
-    # precision "auto": measured at start-up on CPU, the card's native one on CUDA (helpers.precision).
-    # preflight_n: training questions helpers.preflight samples num_generations rollouts of before training (0: skip);
-    # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu's temperature 0.9: the
-    # checkpoint's pass@8 is 72 % there against 38 % at 1.2, below its greedy 53-62 % (docs/measurements.md#notebook-01).
-    # cpu's eval_n 450: generation with the shared prompt prefix scores 450 questions in the time 150 took before
-    # (the paired interval's half width ~4.4 points instead of ~7.7; docs/measurements.md#notebook-01).
-    # min_steps: the time cap never stops training before this step. cpu 22: the fewest steps of a measured run whose
-    # gain was resolved (22 on the Xeon, +4.8 [+1.9, +7.8] re-checked on 900 sums; 25 on the EPYC, +7.6 [+3.8, +11.3]
-    # on 450); a slow CPU's 14 steps showed -0.9 [-8.6, +6.8] (docs/measurements.md#notebook-01).
-    # checkpoint_steps: a checkpoint (weights, optimizer, step) every N steps, which RESUME=True goes on from after a
-    # disconnect (helpers.resume); gpu 25 (Colab), 0 elsewhere: a laptop run is not cut off, and each save costs disk.
-    "01_grpo_walkthrough": {
-        "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
-                 "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
-                 "max_steps": 2, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
-                 "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 48, "freeze_layers": 0,
-                 "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0,
-                 "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
-                 "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio",
-                 "preflight_n": 3, "mixed_only": False, "checkpoint_steps": 0, "min_steps": 0},
-        "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
-                "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
-                "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
-                "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104, "freeze_layers": 12,
-                "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0,
-                "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
-                "eval_n": 450, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
-                "preflight_n": 32, "mixed_only": True, "checkpoint_steps": 0, "min_steps": 22},
-        "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
-                "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
-                "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
-                "gradient_accumulation_steps": 4, "num_generations": 2, "max_completion_length": 256, "freeze_layers": 0,
-                "max_tool_calling_iterations": None, "temperature": 1.0, "top_entropy_quantile": 1.0, "warmup_steps": 10,
-                "activation_checkpointing": True, "precision": "auto", "lora": False, "logging_steps": 10, "log_completions": True,
-                "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio",
-                "preflight_n": 32, "mixed_only": False, "checkpoint_steps": 25, "min_steps": 0},
-    },
-    # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
-    # warm_start True: the local teacher plays teacher_episodes train tasks through ORS, calling `calculate` in a
-    # share teacher_calculate_share of them and answering from its own arithmetic otherwise (teacher_mistake_rate);
-    # the rewarded episodes SFT the student (sft_*), so GRPO starts from a mixed policy. gpu: the seed's recipe
-    # (Qwen3 calls tools zero-shot, no warm start). Measurements: docs/measurements.md#notebook-04.
-    "04_openreward_spec": {
-        "tiny": {"model": "tiny-toolcall", "warm_start": True, "teacher_episodes": 24,
-                 "teacher_calculate_share": 0.5, "teacher_mistake_rate": 0.1, "sft_learning_rate": 1e-4,
-                 "sft_batch_size": 4, "freeze_layers": 0, "num_tasks": 16, "max_steps": 2, "train_minutes": None,
-                 "batch_size": 4, "num_generations": 2, "max_completion_length": 48, "temperature": 1.0,
-                 "max_tool_calling_iterations": 2, "learning_rate": 1e-5, "eval_tasks": 6, "preflight_n": 2,
-                 "eval_max_new_tokens": 48, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
-        "cpu": {"model": "smollm2-135m", "warm_start": True, "teacher_episodes": 240,
-                "teacher_calculate_share": 0.3, "teacher_mistake_rate": 0.1, "sft_learning_rate": 1e-4,
-                "sft_batch_size": 8, "freeze_layers": 12, "num_tasks": 512, "max_steps": 15, "train_minutes": 25,
-                "batch_size": 16, "num_generations": 8, "max_completion_length": 160, "temperature": 1.0,
-                "max_tool_calling_iterations": 2, "learning_rate": 2e-5, "eval_tasks": 90, "preflight_n": 8,
-                "eval_max_new_tokens": 64, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
-        "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "teacher_episodes": 240,
-                "teacher_calculate_share": 0.3, "teacher_mistake_rate": 0.1, "sft_learning_rate": 2e-5,
-                "sft_batch_size": 8, "freeze_layers": 0, "num_tasks": 512, "max_steps": 200, "train_minutes": None,
-                "batch_size": 8, "num_generations": 8, "max_completion_length": 512, "temperature": 1.0,
-                "max_tool_calling_iterations": 6, "learning_rate": 1e-6, "eval_tasks": 99, "preflight_n": 16,
-                "eval_max_new_tokens": 256, "precision": "auto", "lora": False, "activation_checkpointing": True, "report_to": "trackio"},
-    },
-    # 03: echo warm-up, then multi-turn Wordle with a rollout_func, then the environment_factory version.
-    # gpu = the original TRL example's wordle.py: Qwen3-1.7B, vLLM colocate, 2 generations, 64 accumulation steps.
-    # enable_thinking: False skips Qwen3's <think> block (8 tokens per guess); None = template default.
-    # vllm_*: used only with use_vllm (colocate): vLLM's share of the GPU, 0.25 of a 40 GB A100 = 10 GB (weights
-    # 3.4 GB + KV cache), leaving ~30 GB for full bf16 training of Qwen3-1.7B with AdamW; 4096 tokens per
-    # sequence covers prompt + tool turns (vLLM would otherwise size for Qwen3's 40,960). Not measured on a GPU.
-    # activation_checkpointing: TRL's default (on) saves GPU memory; off on CPU, where it only costs time.
-    # warm_start: SFT on the local scripted player's won games (helpers.wordle_teacher) before GRPO: the base SmolLM2
-    # makes no valid guess, so every group scores alike. gpu keeps the original recipe (no warm start).
-    # eval_games: held-out secret words (helpers.wordle_eval.split_words), one greedy game each, before and after.
-    # cpu temperature 0.5: at 1.0 the sampled games rarely repeat a guess, so GRPO never saw the greedy player's
-    # failure (repeating its second guess until the game ends) and made it worse (docs/measurements.md#notebook-03).
-    "03_wordle_rollout_func": {
-        "tiny": {"model": "tiny", "echo_model": "tiny", "echo_steps": 1, "echo_max_completion_length": 16,
-                 "max_steps": 2, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
-                 "num_generations": 2, "max_turns": 3, "max_completion_length": 8, "learning_rate": 1e-5,
-                 "temperature": 1.0, "top_k": 10, "factory_steps": 1, "factory_max_completion_length": 32,
-                 "warm_start": True, "teacher_model": "wordle-teacher", "teacher_games": 8, "sft_learning_rate": 1e-4,
-                 "sft_batch_size": 4, "eval_games": 6,
-                 "enable_thinking": None, "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
-                 "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
-        "cpu": {"model": "smollm2-135m", "echo_model": "smollm2-135m", "echo_steps": 2,
-                "echo_max_completion_length": 32, "max_steps": 20, "per_device_train_batch_size": 8,
-                "gradient_accumulation_steps": 1, "num_generations": 4, "max_turns": 6,
-                "max_completion_length": 12, "learning_rate": 3e-5, "temperature": 0.5, "top_k": 10,
-                "factory_steps": 2, "factory_max_completion_length": 64, "enable_thinking": None,
-                "warm_start": True, "teacher_model": "wordle-teacher", "teacher_games": 200, "sft_learning_rate": 1e-4,
-                "sft_batch_size": 8, "eval_games": 150,
-                "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
-                "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": False, "report_to": "trackio"},
-        "gpu": {"model": "Qwen/Qwen3-1.7B", "echo_model": "Qwen/Qwen2.5-0.5B-Instruct", "echo_steps": 20,
-                "echo_max_completion_length": 256, "max_steps": 90, "per_device_train_batch_size": 1,
-                "gradient_accumulation_steps": 64, "num_generations": 2, "max_turns": 6,
-                "max_completion_length": 8, "learning_rate": 5e-6, "temperature": 0.8, "top_k": 10,
-                "factory_steps": 10, "factory_max_completion_length": 256, "enable_thinking": False,
-                "warm_start": False, "teacher_model": "wordle-teacher", "teacher_games": 200, "sft_learning_rate": 2e-5,
-                "sft_batch_size": 8, "eval_games": 150,
-                "use_vllm": True, "vllm_mode": "colocate", "seed": 0,
-                "vllm_gpu_memory_utilization": 0.25, "vllm_max_model_length": 4096, "precision": "auto", "lora": False, "activation_checkpointing": True, "report_to": "trackio"},
-    },
-    # 02: teacher rollouts with `openenv collect` -> reward filter -> SFT (assistant-only loss) -> eval.
-    # teacher "local" = helpers.teacher (offline stand-in); "openai" = gpt-5-mini when OPENAI_API_KEY is set.
-    # cpu: sums of 2 two-digit numbers (the original tutorial's 2-3 stalled at ~12 % accuracy), the teacher's column-by-column
-    # working kept in front of its call (the call alone flattened near 40 %), the lower 12 of 30 layers frozen,
-    # lr 1e-4, one epoch over the kept rows: a step budget, not a time budget, so a slower CPU takes longer but
-    # trains the same model (the run prints its estimate after two steps). Measurements: docs/measurements.md.
-    "02_sft_warmup": {
-        "tiny": {"model": "tiny", "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
-                 "n_episodes": 12, "teacher": "local", "teacher_model": "chain-sum-teacher",
-                 "teacher_mistake_rate": 0.2, "teacher_no_tool_rate": 0.05, "teacher_shows_work": True,
-                 "num_train_epochs": 1,
-                 "batch_size": 4, "gradient_accumulation_steps": 1, "learning_rate": 1e-4, "warmup_steps": 0,
-                 "precision": "auto", "lora": False, "activation_checkpointing": False, "freeze_layers": 1, "train_minutes": None,
-                 "eval_n": 8, "eval_max_new_tokens": 32, "logging_steps": 1, "report_to": "trackio"},
-        "cpu": {"model": "smollm2-135m", "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
-                "n_episodes": 320, "teacher": "local", "teacher_model": "chain-sum-teacher",
-                "teacher_mistake_rate": 0.1, "teacher_no_tool_rate": 0.0, "teacher_shows_work": True,
-                "num_train_epochs": 1,
-                "batch_size": 8, "gradient_accumulation_steps": 1, "learning_rate": 1e-4, "warmup_steps": 2,
-                "precision": "auto", "lora": False, "activation_checkpointing": False, "freeze_layers": 12, "train_minutes": None,
-                "eval_n": 100, "eval_max_new_tokens": 128, "logging_steps": 2, "report_to": "trackio"},
-        "gpu": {"model": "Qwen/Qwen3-1.7B", "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
-                "n_episodes": 300, "teacher": "openai", "teacher_model": "gpt-5-mini",
-                "teacher_mistake_rate": 0.1, "teacher_no_tool_rate": 0.0, "teacher_shows_work": False,
-                "num_train_epochs": 3,
-                "batch_size": 4, "gradient_accumulation_steps": 2, "learning_rate": 2e-5, "warmup_steps": 10,
-                "precision": "auto", "lora": False, "activation_checkpointing": True, "freeze_layers": 0, "train_minutes": None,
-                "eval_n": 50, "eval_max_new_tokens": 64, "logging_steps": 5, "report_to": "trackio"},
-    },
-    # 00: OpenEnv quick start: connect, build, serve and attack an environment, wire it for environment_factory.
-    "00_openenv_quickstart": {   # trains nothing (training starts in 01): only how long a sandboxed submission may run
-        "tiny": {"sandbox_wall_timeout_s": 2.0},
-        "cpu": {"sandbox_wall_timeout_s": 5.0},
-        "gpu": {"sandbox_wall_timeout_s": 5.0},
-    },
-    "harness_smoke": {
-        "tiny": {"dataset_name": "chain_sum", "episodes": 3},
-        "cpu": {"dataset_name": "chain_sum", "episodes": 10},
-        "gpu": {"dataset_name": "chain_sum", "episodes": 10},
-    },
-}
+
+# notebook -> profile -> settings, read from each notebook's recipe (helpers.recipes, where they are set).
+NOTEBOOK_PROFILES: dict[str, dict[str, dict]] = {notebook: recipe.profiles for notebook, recipe in RECIPES.items()}
 
 
 class ProfileError(ValueError):

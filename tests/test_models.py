@@ -119,13 +119,16 @@ def test_warm_start_prefers_notebook_02s_checkpoint(tmp_path, monkeypatch, capsy
     from helpers.models import warm_start, warm_start_record
 
     monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path))
-    path, said = warm_start("some/hub-model")
+    path, said = warm_start("01_grpo_walkthrough", "some/hub-model")
     assert (path, said) == ("some/hub-model", "some/hub-model (base, no warm start)")
-    assert "run notebook 02 first" in capsys.readouterr().out and warm_start_record() == {}
+    assert "run notebook 02 first" in capsys.readouterr().out and warm_start_record("01_grpo_walkthrough") == {}
     checkpoint = tmp_path / "02_sft_warmup" / "checkpoint"
     checkpoint.mkdir(parents=True)
     (checkpoint.parent / "metrics.json").write_text('{"accuracy_after": 0.5}')
-    path, said = warm_start("some/hub-model")
+    path, said = warm_start("01_grpo_walkthrough", "some/hub-model")
     assert path == str(checkpoint) and said.startswith("notebook 02 SFT checkpoint")
-    assert warm_start_record() == {"accuracy_after": 0.5}
-    assert warm_start("some/hub-model", warm=False)[0] == "some/hub-model"
+    assert warm_start_record("01_grpo_walkthrough") == {"accuracy_after": 0.5}
+    assert warm_start("01_grpo_walkthrough", "some/hub-model", warm=False)[0] == "some/hub-model"
+    # a notebook whose recipe starts from no other notebook's checkpoint loads its base model, saying nothing
+    assert warm_start("03_wordle_rollout_func", "some/hub-model")[0] == "some/hub-model"
+    assert capsys.readouterr().out == "" and warm_start_record("03_wordle_rollout_func") == {}
