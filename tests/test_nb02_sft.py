@@ -94,7 +94,7 @@ def test_filter_keeps_only_correct_in_trainer_layout(collected):
     from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from helpers.models import resolve_model
+    from helpers.offline_models import resolve_model
 
     records = load_results(collected["dir"])
     examples = [to_sft_example(r, SYSTEM_PROMPT) for r in records]
@@ -121,7 +121,7 @@ def test_teacher_working_survives_the_cli_and_lands_before_the_call(rg_server, t
     """TEACHER_SHOW_WORK: `openenv collect` records the working, keep_work puts it in the SFT row."""
     from transformers import AutoTokenizer
 
-    from helpers.models import resolve_model
+    from helpers.offline_models import resolve_model
 
     with LocalServer("helpers.teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
                      env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_SHOW_WORK": "1"}) as t:
@@ -160,7 +160,7 @@ def test_zero_kept_is_a_clear_error():
 def test_notebook_tiny(notebook_runner):
     from transformers import AutoTokenizer
 
-    from helpers.models import trl_qwen3_chat_template
+    from helpers.offline_models import trl_qwen3_chat_template
     from helpers.notebooks import cell_outputs_text
 
     metrics, executed = notebook_runner(NB)

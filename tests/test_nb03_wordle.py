@@ -188,7 +188,7 @@ def wordle_teacher(tmp_path_factory):
 def test_the_teacher_wins_real_games_and_its_rows_are_the_rollouts_tokens(wordle_url, wordle_teacher):
     """Over the OpenAI protocol the local player wins real games; each won game's SFT row is token for token what
     WordleRollout produces when the same replies are played through the server (prompt, guesses, masked feedback)."""
-    from helpers.models import resolve_model
+    from helpers.offline_models import resolve_model
     from helpers.rollouts import TemplateView
     from helpers.sft_data import Teacher
     from helpers.wordle_eval import split_words, wordle_words
@@ -255,7 +255,7 @@ def make_trainer(tmp_path, rollout, **config):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.models import resolve_model
+    from helpers.offline_models import resolve_model
 
     args = dict(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
                 max_completion_length=8, use_cpu=True, bf16=False, report_to="none", save_strategy="no",

@@ -9,7 +9,8 @@ import weakref
 import pytest
 import torch
 
-from helpers.models import ModelError, free_memory, load_policy
+from helpers.models import free_memory, load_policy
+from helpers.offline_models import ModelError
 from helpers.precision import PrecisionError, choose_precision, cuda_precision, time_training_pass
 from helpers.profiles import NOTEBOOK_PROFILES
 
@@ -116,7 +117,7 @@ def test_a_finished_trainer_can_be_collected(tmp_path):
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.models import resolve_model
+    from helpers.offline_models import resolve_model
 
     model = load_policy("tiny", device="cpu")
     config = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", save_strategy="no",

@@ -8,7 +8,7 @@ import os
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers.models import resolve_model
+from helpers.offline_models import resolve_model
 from helpers.preflight import preflight, reasoning_gym_sampler, verdict
 
 ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}

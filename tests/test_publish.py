@@ -152,7 +152,8 @@ def test_merged_saves_a_plain_model_beside_the_adapter_and_pushes_it(no_login, h
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.models import load_policy, resolve_model
+    from helpers.models import load_policy
+    from helpers.offline_models import resolve_model
 
     model = load_policy("tiny", device="cpu", lora=True)
     with torch.no_grad():   # lora_B starts at zero: move it, so merging has something to fold in

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from helpers.models import resolve_model
+from helpers.offline_models import resolve_model
 from helpers.prompts import SYSTEM_PROMPT
 from helpers.servers import LocalServer
 from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
