@@ -44,17 +44,17 @@ test-fast: install
 # as it runs and one HTML report at the end (runs/demo/report.html). `make demo DEMO_ARGS="--profile tiny"`: a dry run.
 DEMO_ARGS ?=
 demo: install
-	$(PY) -m helpers.demo $(DEMO_ARGS)
+	$(PY) -m tools.demo $(DEMO_ARGS)
 
 bench: install
 	$(PY) -m benchmarks.run_all
 
 # Regenerate colab/ from notebooks/ after editing a notebook (CI checks they agree).
 colab: install
-	$(PY) -m helpers.colab
+	$(PY) -m tools.colab
 
 colab-check: install
-	$(PY) -m helpers.colab --check
+	$(PY) -m tools.colab --check
 
 # The Colab set-up cell's real install path in a fresh venv (Colab's torch stood in for): minutes and a few
 # hundred MB from PyPI, so not part of `make test` (where the test skips).
@@ -63,7 +63,7 @@ colab-install-test: install
 
 # Does every kwarg the notebooks and helpers pass still exist in the installed TRL/transformers?
 drift: install
-	$(PY) -m helpers.drift
+	$(PY) -m tools.drift
 
 clean:
 	rm -rf $(VENV) runs

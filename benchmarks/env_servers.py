@@ -8,7 +8,7 @@ client process drives N sessions at once with asyncio, each playing episodes bac
 - reasoning_gym (WebSocket): `reset` (next question) + one `step` (an answer) = one episode.
 - textarena Wordle (WebSocket): `reset(word=...)` + three guesses, the last one right.
 - code_feedback (WebSocket): `reset(task="add")` + one submission, run in a fresh sandboxed
-  process (helpers.sandbox) and graded: most of its time is that process.
+  process (code_feedback_env.server.sandbox) and graded: most of its time is that process.
 - calculator_env (ORS over HTTP/SSE, the `openreward` SDK's async client): open a session +
   `get_prompt` ("reset"), one `answer` tool call ("step"), close the session.
 - baseline: the same reasoning_gym environment behind OpenEnv's defaults (`create_app` without

@@ -2,7 +2,7 @@
 
     python -m benchmarks.notebooks [--size tiny|full] [--with-test-suite]
 
-Every notebook in notebooks/ is executed with papermill (helpers.notebooks.run_notebook) in a
+Every notebook in notebooks/ is executed with papermill (tools.notebooks.run_notebook) in a
 scratch folder with its own AGENT_RL_RUNS, exactly as the tests run it. A notebook that fails is
 recorded with its error and the run goes on. --size tiny runs only the harness smoke notebook
 (tests/notebooks/harness_smoke.ipynb), to prove the benchmark itself works.
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks import figures
-from helpers.notebooks import NOTEBOOKS_DIR, run_notebook
+from tools.notebooks import NOTEBOOKS_DIR, run_notebook
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SMOKE = REPO_ROOT / "tests" / "notebooks" / "harness_smoke.ipynb"

@@ -7,8 +7,8 @@ the first test to say which keyword or module a new release removed.
 
 import pytest
 
-from helpers.drift import check_file, check_notebook, default_paths, drift_problems
-from helpers.notebooks import write_notebook
+from tools.drift import check_file, check_notebook, default_paths, drift_problems
+from tools.notebooks import write_notebook
 
 PATHS = default_paths()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.sandbox import Limits, run_python
+from code_feedback_env.server.sandbox import Limits, run_python
 from helpers.servers import LocalServer
 
 ADD = "def add(a, b):\n    return a + b\n"

@@ -1,4 +1,4 @@
-"""colab/ is generated from notebooks/ by `python -m helpers.colab`: it must be up to date, every
+"""colab/ is generated from notebooks/ by `python -m tools.colab`: it must be up to date, every
 variant must pass the static gate, and the Colab-specific cells must do what they say."""
 
 import ast
@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers.colab import (COLAB_DIR, COLAB_KEEPS, colab_parameters, colab_requirements, generate_all,
+from tools.colab import (COLAB_DIR, COLAB_KEEPS, colab_parameters, colab_requirements, generate_all,
                            install_cell, readme_table, stale_files)
-from helpers.notebooks import REPO_ROOT, colab_badge, numbered_notebooks, static_problems, write_notebook
+from tools.notebooks import REPO_ROOT, colab_badge, numbered_notebooks, static_problems, write_notebook
 
 NOTEBOOKS = numbered_notebooks()
 
 
 def test_colab_dir_is_up_to_date_with_notebooks():
     stale = stale_files()
-    assert not stale, "colab/ is stale; run `python -m helpers.colab`:\n" + "\n".join(stale)
+    assert not stale, "colab/ is stale; run `python -m tools.colab`:\n" + "\n".join(stale)
 
 
 def _cells(path):
@@ -76,15 +76,15 @@ def test_install_cell_runs_and_sees_an_installed_stack(monkeypatch):
     source = install_cell()
     raw_line = next(line for line in source.splitlines() if line.startswith("RAW = "))
     source = source.replace(raw_line, f'RAW = "{REPO_ROOT.as_uri()}"')
-    namespace = {}
+    namespace = {"__name__": "setup_cell"}
     out = io.StringIO()
-    exec(compile(source.split("\nstack = ")[0], "setup-cell", "exec"), namespace)  # definitions only
+    exec(compile(source, "setup-cell", "exec"), namespace)  # not as __main__: the definitions only
     todo = [r for r in namespace["colab_requirements"]((REPO_ROOT / "requirements.txt").read_text())
             + ["agent-rl-notebooks"] if not namespace["installed"](r)]
     if todo:
         pytest.skip(f"this venv does not hold the pins ({todo[:3]}...): running the cell would pip install")
     with contextlib.redirect_stdout(out):
-        exec(compile(source, "setup-cell", "exec"), {})
+        exec(compile(source, "setup-cell", "exec"), {"__name__": "__main__"})   # as a notebook cell runs
     assert "Everything is installed: trl==1.16.0" in out.getvalue()
 
 
@@ -178,13 +178,13 @@ def _run_install_cell(monkeypatch, *, offline_models=False, nothing_installed=Tr
         monkeypatch.setattr(importlib.metadata, "version", version)
     source = install_cell().replace("INSTALL_OFFLINE_MODELS = False", f"INSTALL_OFFLINE_MODELS = {offline_models}")
     with contextlib.redirect_stdout(io.StringIO()):
-        exec(compile(source, "setup-cell", "exec"), {})
+        exec(compile(source, "setup-cell", "exec"), {"__name__": "__main__"})
     return urls, commands
 
 
 def test_install_cell_installs_from_the_ref_the_badge_opens_keeping_colabs_torch_and_no_offline_models(monkeypatch):
     """The install branch (a fresh Colab runtime): what it downloads and what it asks pip to install."""
-    from helpers.notebooks import COLAB_REF
+    from tools.notebooks import COLAB_REF
 
     tag = COLAB_REF
     urls, commands = _run_install_cell(monkeypatch)
@@ -205,7 +205,7 @@ def test_the_colab_hardware_cell_says_what_a_t4_trains(monkeypatch, capsys):
     import torch
 
     import helpers.hardware
-    from helpers.colab import HARDWARE_CELL
+    from tools.colab import HARDWARE_CELL
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     monkeypatch.setattr(helpers.hardware, "detect_gpu", lambda: helpers.hardware.GPU("Tesla T4", 14.7, (7, 5)))
@@ -245,7 +245,7 @@ def test_each_colab_copy_installs_the_code_of_the_ref_its_badge_opens_and_that_r
 
 
 def test_a_release_regenerates_badges_and_installs_with_its_tag(tmp_path):
-    from helpers.colab import generate_all
+    from tools.colab import generate_all
 
     [variant] = generate_all(tmp_path, [numbered_notebooks()[0]], ref="v9.9.9")
     assert colab_refs(variant) == {"badge": {"v9.9.9"}, "install": {"v9.9.9"}, "source": {"v9.9.9"}}

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.colab import install_cell
-from helpers.notebooks import REPO_ROOT
+from tools.colab import install_cell
+from tools.notebooks import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(os.environ.get("AGENT_RL_INSTALL_TEST") != "1",
                                 reason="a real pip install (minutes): set AGENT_RL_INSTALL_TEST=1")

@@ -13,11 +13,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.demo import _print_output, run_watched, section_titles
+from tools.demo import _print_output, run_watched, section_titles
 from helpers.metrics import load_metrics
-from helpers.notebooks import write_notebook
-from helpers.report import build_report
-from helpers.trainer_log import log_line
+from tools.notebooks import write_notebook
+from tools.report import build_report
+from tools.trainer_log import log_line
 
 TESTS_DIR = Path(__file__).resolve().parent
 

@@ -1,4 +1,4 @@
-"""Notebook -> script export (helpers.export) for scale-out with `accelerate launch`.
+"""Notebook -> script export (tools.export) for scale-out with `accelerate launch`.
 
 Unit tests run a small exported notebook as a real script; the `notebook`-marked tests export each
 training notebook that exists and run it with `accelerate launch --cpu` on PROFILE tiny, checking
@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from helpers.export import ExportError, export, export_source
-from helpers.notebooks import numbered_notebooks, write_notebook
+from tools.export import ExportError, export, export_source
+from tools.notebooks import numbered_notebooks, write_notebook
 
 # 00 connects to an environment and trains nothing; 01-04 train, and those are what scale out.
 TRAINING = [p for p in numbered_notebooks() if not p.name.startswith("00_")]
@@ -140,7 +140,7 @@ def test_exported_training_notebook_runs_under_accelerate(notebook, tmp_path):
 def test_accelerate_configs_load_with_accelerates_own_reader():
     from accelerate.commands.config.config_args import load_config_from_file
 
-    from helpers.notebooks import REPO_ROOT
+    from tools.notebooks import REPO_ROOT
 
     expected = {"single_gpu": ("NO", None), "multi_gpu": ("MULTI_GPU", None),
                 "deepspeed_zero2": ("DEEPSPEED", 2), "deepspeed_zero3": ("DEEPSPEED", 3)}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.notebooks import cell_outputs_text
+from tools.notebooks import cell_outputs_text
 from helpers.profiles import LORA_LR_MULTIPLIER, resolve_settings
 
 from eval_checks import assert_precision_recorded

@@ -4,7 +4,7 @@ notebook records what the environment computed, and nbval pins the output of mar
 import subprocess
 import sys
 
-from helpers.notebooks import cell_outputs_text
+from tools.notebooks import cell_outputs_text
 
 
 def test_smoke_notebook_records_env_rewards_and_nbval_reproduces_them(notebook_runner, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.notebooks import cell_outputs_text
+from tools.notebooks import cell_outputs_text
 
 NOTEBOOK = "00_openenv_quickstart"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers.grpo import RewardDelta, diagnose
-from helpers.notebooks import NOTEBOOKS_DIR, cell_outputs_text, static_problems
+from tools.notebooks import NOTEBOOKS_DIR, cell_outputs_text, static_problems
 from helpers.preflight import verdict
 from helpers.profiles import resolve_settings
 

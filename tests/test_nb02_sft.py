@@ -161,7 +161,7 @@ def test_notebook_tiny(notebook_runner):
     from transformers import AutoTokenizer
 
     from helpers.offline_models import trl_qwen3_chat_template
-    from helpers.notebooks import cell_outputs_text
+    from tools.notebooks import cell_outputs_text
 
     metrics, executed = notebook_runner(NB)
     assert metrics["profile"] == "tiny" and metrics["teacher_kind"] == "local"

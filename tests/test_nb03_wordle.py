@@ -8,7 +8,7 @@ import math
 import pytest
 
 from helpers import wordle
-from helpers.notebooks import cell_outputs_text
+from tools.notebooks import cell_outputs_text
 from helpers.servers import LocalServer
 
 from eval_checks import assert_precision_recorded

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers.notebooks import cell_outputs_text
+from tools.notebooks import cell_outputs_text
 from helpers.openreward_eval import close_episode, environment_tools
 from helpers.openreward_local import LocalORSServer
 

@@ -3,7 +3,7 @@
 
 import pytest
 
-from helpers.notebooks import NOTEBOOKS_DIR, numbered_notebooks, static_problems, write_notebook
+from tools.notebooks import NOTEBOOKS_DIR, numbered_notebooks, static_problems, write_notebook
 
 NOTEBOOKS = numbered_notebooks()
 

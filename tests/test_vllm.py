@@ -16,7 +16,7 @@ from trl import import_utils as trl_import_utils
 from packaging.version import Version
 
 from helpers import vllm_check
-from helpers.notebooks import REPO_ROOT
+from tools.notebooks import REPO_ROOT
 from helpers.profiles import resolve_settings
 from helpers.rollouts import generate_rollout_completions
 from helpers.vllm_check import VLLM_INSTALL, VllmUnavailable, decide_use_vllm, trl_vllm_range, vllm_problems

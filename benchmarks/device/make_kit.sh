@@ -4,7 +4,7 @@
 #   - site312.tar.xz: this project's pinned packages that the device image lacks (or has at another version),
 #     installed for CPython 3.12 and packed (~37 MB; gradio's web front end is left out: no notebook serves it);
 #   - tok/: the real Qwen3 tokenizer with TRL's chat template (the random-weight models are built there);
-#   - the notebooks exported to scripts (helpers.export), and build_model.py, measure.py, run.sh from here.
+#   - the notebooks exported to scripts (tools.export), and build_model.py, measure.py, run.sh from here.
 # Needs a Python 3.12 here (PYTHON312, default python3.12) to install the 3.12 wheels and build sdists.
 # Usage (repo root): bash benchmarks/device/make_kit.sh   then: device run "bash .gpu/run.sh", carry [".gpu"]
 set -euo pipefail
@@ -13,7 +13,7 @@ grep -qx "/$KIT/" .git/info/exclude 2>/dev/null || echo "/$KIT/" >> .git/info/ex
 mkdir -p $KIT/tok
 # What the notebooks import, from a tiny run of each with a module trace, is what the device must have.
 for nb in 01_grpo_walkthrough 02_sft_warmup 03_wordle_rollout_func 04_openreward_spec; do
-  $PY -m helpers.export notebooks/$nb.ipynb -o $KIT/$nb.py > /dev/null
+  $PY -m tools.export notebooks/$nb.ipynb -o $KIT/$nb.py > /dev/null
 done
 $PY benchmarks/device/needed_packages.py > $WORK/need.txt   # name==version, pinned, missing on the device
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \

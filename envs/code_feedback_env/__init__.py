@@ -4,7 +4,7 @@ The seed tutorial's custom environment, built the same way (typed Pydantic actio
 observation, an `Environment` subclass, OpenEnv's `create_app`, a typed client), with one change
 that matters: the code never runs inside the server. Each submission runs in its own throw-away
 process with time, CPU, memory, process, output, file-system and network limits
-(`helpers.sandbox`), so an infinite loop or a fork bomb becomes an observation, not an outage.
+(`server/sandbox.py`), so an infinite loop or a fork bomb becomes an observation, not an outage.
 
     python -m uvicorn code_feedback_env.server.app:app --port 8000
     async with CodeFeedbackEnv(base_url="http://127.0.0.1:8000") as env:

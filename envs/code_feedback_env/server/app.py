@@ -3,7 +3,7 @@
     MAX_CONCURRENT_ENVS=16 python -m uvicorn code_feedback_env.server.app:app --port 8000
 
 Each WebSocket session (`/ws`, what `CodeFeedbackEnv` uses) gets its own environment; each step
-runs the submission in its own sandboxed process (`helpers.sandbox`), so a session that submits a
+runs the submission in its own sandboxed process (`server/sandbox.py`), so a session that submits a
 fork bomb costs that session a few seconds, and the others a share of the CPU for those seconds. ``MAX_CONCURRENT_ENVS``
 (default 16) caps open sessions, and with them the sandboxes running at once. Sandbox limits can
 be tightened with ``CODE_ENV_WALL_TIMEOUT_S``, ``CODE_ENV_CPU_TIME_S``, ``CODE_ENV_MEMORY_MB``,

@@ -3,7 +3,7 @@
 - `reset()` starts free mode (any code; reward 1.0 when it runs cleanly and defines
   `function_name`); `reset(task="add")` starts task mode (the task's tests grade the function;
   reward = fraction passed; the episode is done when all pass). Unknown tasks are a clear error.
-- `step(CodeAction(code=..., function_name=...))` runs the code with `helpers.sandbox.run_python`
+- `step(CodeAction(code=..., function_name=...))` runs the code with `server/sandbox.py`'s `run_python`
   in a separate process. Anything that goes wrong in there (exceptions, timeouts, memory, output,
   forbidden files or sockets) comes back as an observation with `status` and `error`, reward -0.5.
   The server process never executes the code, so it keeps serving.

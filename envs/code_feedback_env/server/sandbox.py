@@ -1,7 +1,7 @@
 """Run untrusted Python (model output) in a throw-away, limited child process.
 
 It lives in the environment package, so `code_feedback_env` runs (and `openenv push`es) on its own;
-`helpers.sandbox` re-exports it for the notebooks. The original OpenEnv tutorial's code environment
+notebook 00 imports it from here. The original OpenEnv tutorial's code environment
 calls `exec()` on the model's code inside the server: one
 `while True: pass` and the server hangs, one `import os; os.system(...)` and it is the model's
 machine. Here every submission gets its own short-lived process instead:

@@ -15,7 +15,7 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 GITHUB_REPO = "agent-rl-notebooks/agent-rl-notebooks"
 # The git ref every Colab badge opens AND every Colab set-up cell installs from, so a Colab copy and the
 # code it installs always come from the same place. `main` always exists; a release regenerates colab/
-# with its tag (`python -m helpers.colab --ref v0.2.0`, docs/guide.md "Cutting a release").
+# with its tag (`python -m tools.colab --ref v0.2.0`, docs/guide.md "Cutting a release").
 COLAB_REF = "main"
 
 
@@ -63,7 +63,7 @@ def run_notebook(path: str | os.PathLike, output: str | os.PathLike, parameters:
                  *, cwd: str | os.PathLike | None = None, timeout: int = 1800):
     """Execute `path` with papermill into `output`, injecting `parameters`; returns the executed notebook.
 
-    `make demo` runs notebooks with progress printed as they go: helpers.demo.run_watched.
+    `make demo` runs notebooks with progress printed as they go: tools.demo.run_watched.
     """
     import papermill
 

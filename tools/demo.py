@@ -15,16 +15,19 @@ import time
 from pathlib import Path
 
 from helpers.metrics import runs_dir
-from helpers.notebooks import NOTEBOOKS_DIR
+from tools.notebooks import NOTEBOOKS_DIR, REPO_ROOT
 from helpers.recipes import RECIPES
 
 # Notebook 01 after the notebook whose checkpoint it starts from (its recipe says which, helpers.recipes).
 PIPELINE = [RECIPES["01_grpo_walkthrough"].starts_from, "01_grpo_walkthrough"]
 
-# Run silently in the kernel before the first cell: the trainer log lines (helpers/trainer_log.py). (Importing
+# Run silently in the kernel before the first cell: the trainer log lines (tools/trainer_log.py). (Importing
 # `helpers` also silences the one deprecation notice TRL triggers: see helpers/__init__.py.)
-KERNEL_SETUP = """
-from helpers.trainer_log import print_every_log
+# The kernel runs in the run folder, so the repository's root (where tools/ lives, not installed) goes first.
+KERNEL_SETUP = f"""
+import sys
+sys.path.insert(0, {str(REPO_ROOT)!r})
+from tools.trainer_log import print_every_log
 print_every_log()
 """
 
@@ -155,7 +158,7 @@ def run_watched(source: str | Path, executed: str | Path, parameters: dict, *, c
 
 
 def main() -> None:
-    from helpers.report import build_report
+    from tools.report import build_report
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="cpu", choices=["tiny", "cpu", "gpu"])

@@ -92,7 +92,7 @@ def render_notebook(executed: Path, html_path: Path) -> Path:
             kept.append(out)
         if cell.cell_type == "code":
             cell.outputs = kept
-    quiet = logging.getLogger("helpers.report.nbconvert")  # nbconvert warns that plots have no alt text
+    quiet = logging.getLogger("tools.report.nbconvert")  # nbconvert warns that plots have no alt text
     quiet.setLevel(logging.ERROR)
     body, _ = HTMLExporter(template_name="lab", log=quiet).from_notebook_node(nb)
     html_path.write_text(body, encoding="utf-8")

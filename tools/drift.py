@@ -10,8 +10,8 @@ installed packages:
   signature (`__init__` for classes), unless the callee takes `**kwargs`;
 - every attribute chain through those modules (`trl.experimental.openenv.x`) resolves.
 
-    python -m helpers.drift            # the whole repo: notebooks, helpers/, envs/
-    python -m helpers.drift FILE...    # .ipynb or .py files
+    python -m tools.drift            # the whole repo: notebooks, helpers/, envs/
+    python -m tools.drift FILE...    # .ipynb or .py files
 
 A notebook's code cells are checked as one program (an import in one cell names a call in another);
 problems name the notebook and cell (or file and line). Imports inside `try: ... except ImportError`
@@ -32,7 +32,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from helpers.notebooks import REPO_ROOT, numbered_notebooks
+from tools.notebooks import REPO_ROOT, numbered_notebooks
 
 WATCHED = ("trl", "openenv", "openreward")
 _MISSING = object()

@@ -1,6 +1,6 @@
 """Export a notebook to a plain Python script, to train at scale with `accelerate launch`.
 
-    python -m helpers.export notebooks/01_grpo_walkthrough.ipynb -o runs/scripts/01_grpo_walkthrough.py
+    python -m tools.export notebooks/01_grpo_walkthrough.ipynb -o runs/scripts/01_grpo_walkthrough.py
     accelerate launch --config_file configs/accelerate/multi_gpu.yaml \\
         runs/scripts/01_grpo_walkthrough.py --profile gpu --max-steps 150
 
@@ -26,11 +26,11 @@ import re
 import sys
 from pathlib import Path
 
-from helpers.notebooks import REPO_ROOT
+from tools.notebooks import REPO_ROOT
 
 PREAMBLE = '''\
 #!/usr/bin/env python
-# Generated from {source} by `python -m helpers.export`; regenerate it, do not edit it.
+# Generated from {source} by `python -m tools.export`; regenerate it, do not edit it.
 """{title}
 
 Exported from {source}. Run it on one process or many:
