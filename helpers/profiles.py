@@ -17,6 +17,7 @@ What each profile means for each notebook is its recipe in helpers/recipes.py: c
 from __future__ import annotations
 
 import copy
+import difflib
 
 from helpers import THREADS_IN_EFFECT
 from helpers.recipes import RECIPES
@@ -76,9 +77,28 @@ def pick_profile(profile: str | None) -> str:
     return profile
 
 
+def knobs_in(notebook: str, namespace: dict) -> dict:
+    """The knobs a notebook's parameters cell set: each UPPERCASE name in `namespace` (the notebook's `globals()`)
+    that is one of `notebook`'s settings, by its setting's name (None still means "the profile's").
+
+    A name that is not a setting but reads like one (LEARNIG_RATE, TEMPERATUR) would otherwise be ignored while
+    the run trains with the profile's value: it is refused, naming the setting it resembles."""
+    keys = set(RECIPES[notebook].profiles["cpu"])
+    knobs = {name.lower(): value for name, value in namespace.items() if name.isupper() and name.lower() in keys}
+    for name in namespace:
+        if name.isupper() and not name.startswith("_") and name.lower() not in keys:
+            close = difflib.get_close_matches(name.lower(), keys, n=1, cutoff=0.85)
+            if close:
+                raise ProfileError(f"{name} is not a setting of {notebook}: did you mean {close[0].upper()}? "
+                                   f"Its settings: {', '.join(sorted(k.upper() for k in keys))}")
+    return knobs
+
+
 def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool = False, gpu="detect",
-                     **explicit) -> Settings:
+                     parameters: dict | None = None, **explicit) -> Settings:
     """The profile's defaults for `notebook`, with every explicit non-None knob on top; printed.
+
+    `parameters=globals()` reads the knobs from the notebook's parameters cell (`knobs_in`); keyword knobs win.
 
     The gpu profile follows the card (`helpers.hardware.gpu_recipe`): on a 16 or 24 GB card it takes a smaller
     model and/or LoRA so the run fits; MODEL/LORA set explicitly still win. `gpu`: the card to plan for
@@ -87,6 +107,8 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     if notebook not in NOTEBOOK_PROFILES:
         raise ProfileError(f"No profiles for notebook {notebook!r}; known: {', '.join(NOTEBOOK_PROFILES)}")
     name = pick_profile(profile)
+    if parameters is not None:
+        explicit = {**knobs_in(notebook, parameters), **explicit}
     defaults = copy.deepcopy(NOTEBOOK_PROFILES[notebook][name])
     unknown = sorted(set(explicit) - set(defaults))
     if unknown:

@@ -56,3 +56,25 @@ def test_lora_multiplies_the_profiles_learning_rates_but_not_the_users():
     assert lora.sft_learning_rate == pytest.approx(plain.sft_learning_rate * LORA_LR_MULTIPLIER)
     mine = resolve_settings("04_openreward_spec", "cpu", quiet=True, lora=True, learning_rate=3e-5)
     assert mine.learning_rate == 3e-5 and mine.sft_learning_rate == lora.sft_learning_rate
+
+
+def test_the_parameters_cell_is_read_in_one_call_and_a_misspelt_knob_is_refused(capsys):
+    """Every notebook's own parameters cell passes `knobs_in` (no legitimate name is taken for a typo), each of its
+    settings arrives by name, keyword knobs win, and a misspelt one stops the run naming the setting it resembles."""
+    import json
+
+    from helpers.profiles import knobs_in
+    from tools.notebooks import NOTEBOOKS_DIR
+
+    for path in sorted(NOTEBOOKS_DIR.glob("0*.ipynb")):
+        cell = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+        namespace = {"NOTEBOOK": path.stem}
+        exec("".join(cell["source"]), namespace)
+        knobs = knobs_in(path.stem, namespace)
+        assert knobs and all(namespace[k.upper()] == v for k, v in knobs.items())
+    namespace = {"NOTEBOOK": "01_grpo_walkthrough", "MAX_STEPS": 3, "TEMPERATURE": None, "RUNS_DIR": None}
+    settings = resolve_settings("01_grpo_walkthrough", "tiny", parameters=namespace, temperature=0.7, quiet=True)
+    assert (settings.max_steps, settings.temperature) == (3, 0.7)
+    with pytest.raises(ProfileError, match="LEARNIG_RATE is not a setting of 01_grpo_walkthrough: did you mean "
+                                           "LEARNING_RATE"):
+        resolve_settings("01_grpo_walkthrough", "tiny", parameters={"LEARNIG_RATE": 1e-4}, quiet=True)
