@@ -68,6 +68,19 @@ class Teacher:
     def endpoint(cls, url: str, model: str, port: int | None = None) -> "Teacher":
         return cls(provider="endpoint", model=model, url=url.rstrip("/"), port=port)
 
+    @classmethod
+    def start_local(cls, model: str = "chain-sum-teacher", **knobs):
+        """Serve the local stand-in teacher (helpers.teacher) on 127.0.0.1 and point a Teacher at it; returns
+        (teacher, server), the server stopped with the kernel. `knobs` are its TEACHER_* settings by their lower-case
+        names: mistake_rate, no_tool_rate, seed, show_work, calculate_share (helpers/teacher.py)."""
+        from helpers.servers import LocalServer
+
+        env = {f"TEACHER_{name.upper()}": int(value) if isinstance(value, bool) else value
+               for name, value in knobs.items()}
+        server = LocalServer("helpers.teacher:create_app", factory=True, name="teacher",
+                             env={**env, "TEACHER_MODEL": model}).start()
+        return cls.endpoint(server.base_url, model), server
+
     def cli_args(self) -> list[str]:
         if self.provider == "openai":
             return ["--provider", "openai", "--model", self.model]

@@ -137,3 +137,20 @@ def test_show_work_puts_the_working_before_the_tool_call(tmp_path):
     message = reply.choices[0].message
     assert message.content == "47 + 38: ones 7 + 8 = 15, carry 1; tens 4 + 3 + 1 = 8. 47 + 38 = 85."
     assert json.loads(message.tool_calls[0].function.arguments) == {"answer": "85"}
+
+
+def test_start_local_serves_the_stand_in_with_its_knobs_and_a_teacher_pointing_at_it():
+    """Teacher.start_local (notebooks 02 and 04): the knobs reach the server (show_work=True writes the working,
+    mistake_rate=0 answers right), the Teacher names the model and URL, and the probe sees the tool call."""
+    from helpers.prompts import SYSTEM_PROMPT
+    from helpers.sft_data import Teacher, check_teacher
+
+    teacher, server = Teacher.start_local("chain-sum-teacher", mistake_rate=0.0, seed=3, show_work=True)
+    try:
+        assert (teacher.model, teacher.url) == ("chain-sum-teacher", server.base_url)
+        probe = check_teacher(teacher, system_prompt=SYSTEM_PROMPT, max_tokens=256,
+                              question="State the final answer to the following arithmetic problem: 47 + 38 =")
+        assert probe["tool_calls"] == [{"name": "answer", "arguments": {"answer": "85"}}]
+        assert "carry 1" in str(probe)   # the working, written before the call
+    finally:
+        server.stop()
