@@ -68,9 +68,10 @@ class Preflight:
         if mixed:
             return mixed
         rollouts = self.n * self.k
-        if self.parse_rate == 0:
-            why = (f"{start} made no valid tool call in {rollouts} rollouts, so every reward is 0. Run notebook 02 "
-                   "first: its checkpoint (WARM_START) calls the tool; or set MODEL to one that calls tools.")
+        if self.parse_rate < 0.5:   # a base model without notebook 02's warm start: rewards are (almost) all 0
+            why = (f"{start} made a valid tool call in {self.parse_rate:.0%} of {rollouts} rollouts, so almost every "
+                   "reward is 0. Run notebook 02 first: its checkpoint (WARM_START) calls the tool; or set MODEL to one "
+                   "that calls tools.")
         elif self.sampled_exact >= 1.0:
             why = f"all {rollouts} rollouts were right: nothing left to learn here. Set a harder DATASET_CONFIG."
         else:

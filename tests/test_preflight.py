@@ -80,10 +80,11 @@ def test_ors_preflight_plays_multi_turn_episodes(tiny_toolcall, tmp_path):
 
 
 @pytest.mark.parametrize("rewards, parse, says", [
-    ([0.0] * 4, 0.0, "made no valid tool call in 8 rollouts.*Run notebook 02 first"),
+    ([0.0] * 4, 0.0, "made a valid tool call in 0% of 8 rollouts.*Run notebook 02 first"),
+    ([0.0] * 4, 0.25, "made a valid tool call in 25% of 8 rollouts.*Run notebook 02 first"),   # a few calls: the same
     ([1.0] * 4, 1.0, "all 8 rollouts were right.*harder DATASET_CONFIG"),
     ([0.0] * 4, 1.0, "every group of 4 agreed.*Raise PREFLIGHT_N"),
-], ids=["no-tool-calls", "all-right", "all-wrong"])
+], ids=["no-tool-calls", "few-tool-calls", "all-right", "all-wrong"])
 def test_no_mixed_group_is_an_error_saying_why_and_what_to_do(rewards, parse, says):
     """Running notebook 01 before 02 on CPU ended in 'Raise PREFLIGHT_N or change DATASET_CONFIG', when the
     fix was to run notebook 02 first: the base model never calls the tool."""
