@@ -153,7 +153,7 @@ RECIPES: dict[str, Recipe] = {
                                   0, s.per_device_train_batch_size * s.max_turns * (s.max_completion_length + 60)),
     ),
     # 02: teacher rollouts with `openenv collect` -> reward filter -> SFT (assistant-only loss) -> eval.
-    # teacher "local" = helpers.teacher (offline stand-in); "openai" = gpt-5-mini when OPENAI_API_KEY is set.
+    # teacher "local" = helpers.local_teacher (offline stand-in); "openai" = gpt-5-mini when OPENAI_API_KEY is set.
     # cpu: sums of 2 two-digit numbers (the original tutorial's 2-3 stalled at ~12 % accuracy), the teacher's column-by-column
     # working kept in front of its call (the call alone flattened near 40 %), the lower 12 of 30 layers frozen,
     # lr 1e-4, one epoch over the kept rows: a step budget, not a time budget, so a slower CPU takes longer but

@@ -5,7 +5,7 @@ groups all score alike and there is nothing to learn from. As in notebooks 02 an
 give it the format and a habit worth sharpening first. Offline there is no strong LLM to ask, so a
 **scripted player stands in for it**: it reads the game's feedback from the conversation and guesses a
 word, from TextArena's own list, that is consistent with every row so far (greens kept, yellows moved,
-greys dropped). It is served like the other local teachers (`helpers.teacher`), over the OpenAI
+greys dropped). It is served like the other local teachers (`helpers.local_teacher`), over the OpenAI
 chat-completions protocol, so any real model endpoint can replace it:
 
     with LocalServer("helpers.wordle_teacher:create_app", factory=True, name="wordle-teacher") as teacher:
@@ -85,7 +85,7 @@ class ScriptedPlayer:
 
 def create_app(player: ScriptedPlayer | None = None, model_name: str | None = None):
     """The FastAPI app: POST /v1/chat/completions, GET /v1/models, GET /health."""
-    from helpers.teacher import completion_response
+    from helpers.local_teacher import completion_response
     from helpers.wordle_eval import wordle_words
 
     player = player or ScriptedPlayer(wordle_words(), seed=int(os.environ.get("WORDLE_TEACHER_SEED", "0")),

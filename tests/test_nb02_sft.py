@@ -44,7 +44,7 @@ def teacher_counts(server) -> dict:
 def collected(rg_server, tmp_path_factory):
     """16 episodes collected by the real CLI from a teacher that errs often, then 4 more with --resume."""
     out = tmp_path_factory.mktemp("rollouts")
-    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher", log_dir=out,
+    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher", log_dir=out,
                      env={"TEACHER_MISTAKE_RATE": "0.4", "TEACHER_NO_TOOL_RATE": "0.2", "TEACHER_SEED": "1"}) as t:
         teacher = Teacher.endpoint(t.base_url, "chain-sum-teacher")
 
@@ -123,7 +123,7 @@ def test_teacher_working_survives_the_cli_and_lands_before_the_call(rg_server, t
 
     from helpers.offline_models import resolve_model
 
-    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
+    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
                      env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_SHOW_WORK": "1"}) as t:
         cmd = collect_command(rg_server.base_url, tmp_path / "r", n_episodes=4, dataset_config=CHAIN_SUM_CONFIG,
                               system_prompt=SYSTEM_PROMPT, teacher=Teacher.endpoint(t.base_url, "chain-sum-teacher"))

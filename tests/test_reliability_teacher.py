@@ -77,7 +77,7 @@ def test_teacher_failing_mid_collection_keeps_collected_episodes_and_resume_comp
     assert all(r["reward"] == 1.0 for r in load_results(out))  # a no-mistake teacher's episodes
 
     # the teacher is back (the real local one): resume keeps the three and collects the rest
-    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher",
+    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher",
                      env={"TEACHER_MISTAKE_RATE": "0"}, log_dir=tmp_path / "logs") as teacher:
         second = collect(Teacher.endpoint(teacher.base_url, "chain-sum-teacher"))
     assert (second.skipped, second.collected, second.in_file) == (3, 3, 6), second

@@ -1,6 +1,6 @@
 """Teacher episodes on an ORS environment, for an SFT warm start (notebook 04).
 
-A teacher model (any OpenAI-compatible chat endpoint: the local stand-in of `helpers.teacher`, vLLM,
+A teacher model (any OpenAI-compatible chat endpoint: the local stand-in of `helpers.local_teacher`, vLLM,
 gpt-5-mini) plays tasks of an ORS environment through the real protocol: the `openreward` client opens one
 session per task, reads its prompt, offers the environment's own tools to the teacher, runs every tool call
 the teacher makes on the server, and stops when a tool says `finished`. The environment's reward says which

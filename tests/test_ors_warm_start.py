@@ -8,7 +8,7 @@ import json
 import pytest
 
 from helpers.openreward_local import LocalORSServer
-from helpers.ors_teacher import (WarmStartDataError, check_warm_start_data, collect_ors_episodes,
+from helpers.ors_warm_start import (WarmStartDataError, check_warm_start_data, collect_ors_episodes,
                                  describe_episodes, to_sft_row)
 from helpers.servers import LocalServer
 from helpers.sft_data import Teacher
@@ -21,7 +21,7 @@ def ors(tmp_path_factory):
 
 
 def _teacher(tmp_path_factory, share: float):
-    return LocalServer("helpers.teacher:create_app", factory=True, name="teacher",
+    return LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher",
                        log_dir=tmp_path_factory.mktemp("teacher"),
                        env={"TEACHER_CALCULATE_SHARE": share, "TEACHER_MISTAKE_RATE": 0.2, "TEACHER_SEED": 0})
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from helpers.servers import LocalServer
-from helpers.teacher import TeacherPolicy, solve_chain_sum
+from helpers.local_teacher import TeacherPolicy, solve_chain_sum
 
 
 def chain_sum_entries(n=200, seed=7, **config):
@@ -58,7 +58,7 @@ ANSWER_TOOL = {"type": "function", "function": {
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory):
-    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher",
+    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher",
                      env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_MODEL": "t1"},
                      log_dir=tmp_path_factory.mktemp("teacher")) as server:
         yield server
@@ -96,7 +96,7 @@ def test_no_tool_replies_and_bad_requests(tmp_path):
     import httpx
     import openai
 
-    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
+    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
                      env={"TEACHER_NO_TOOL_RATE": "1.0"}) as server:
         client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x")
         reply = client.chat.completions.create(model="m", tools=[ANSWER_TOOL], messages=[
@@ -112,7 +112,7 @@ def test_no_tool_replies_and_bad_requests(tmp_path):
 def test_worked_solution_is_true_arithmetic_ending_in_the_answer():
     import re
 
-    from helpers.teacher import worked_solution
+    from helpers.local_teacher import worked_solution
 
     entries = chain_sum_entries() + chain_sum_entries(n=100, seed=3, allow_negation=True)
     for entry in entries:
@@ -129,7 +129,7 @@ def test_worked_solution_is_true_arithmetic_ending_in_the_answer():
 def test_show_work_puts_the_working_before_the_tool_call(tmp_path):
     import openai
 
-    with LocalServer("helpers.teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
+    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
                      env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_SHOW_WORK": "1"}) as server:
         client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x")
         reply = client.chat.completions.create(model="m", tools=[ANSWER_TOOL], messages=[
