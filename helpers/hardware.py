@@ -1,13 +1,13 @@
 """What the GPU at hand can train, and whether a run fits, decided before a model is loaded.
 
     gpu = detect_gpu()                                  # None without CUDA
-    gpu_recipe(gpu)                                     # model + LoRA for its card class
+    card_class(gpu.memory_gib)                          # "16gb" | "24gb" | "40gb"
     estimate = estimate_memory(model_shape(name), train_tokens=4 * 600, lora=True, precision="fp16",
                                device="cuda")
     print(estimate)                                     # GiB per part: weights, optimizer, activations, ...
     check_fits(estimate, gpu.memory_gib, hint="set LORA=True or a smaller MODEL")   # raises if not
 
-Card classes (the gpu profile follows them unless MODEL/LORA are set):
+Card classes (the gpu profile follows them unless MODEL/LORA are set: helpers.recipes.CARD_RECIPES):
     16gb   T4, V100-16GB, RTX 4080...  Qwen3-0.6B with LoRA (fp16 autocast on a T4, which has no native bf16)
     24gb   L4, A10G, RTX 3090/4090     Qwen3-1.7B with LoRA
     40gb   A100, H100, H200            the original tutorials' recipes (Qwen3-1.7B, every weight trained)
@@ -70,20 +70,8 @@ def fake_gpu(label: str) -> GPU:
 
 
 CARD_CLASSES = (("16gb", 20.0), ("24gb", 35.0), ("40gb", math.inf))   # class, below this many GiB
-GPU_RECIPES = {
-    "16gb": {"model": "Qwen/Qwen3-0.6B", "lora": True},
-    "24gb": {"model": "Qwen/Qwen3-1.7B", "lora": True},
-    "40gb": {},   # the profile as written: the original tutorials' recipes
-}
-
-
 def card_class(memory_gib: float) -> str:
     return next(name for name, below in CARD_CLASSES if memory_gib < below)
-
-
-def gpu_recipe(gpu: GPU | None) -> dict:
-    """The gpu profile's changes for this card (model, LoRA); empty on a 40 GB+ card or without a GPU."""
-    return dict(GPU_RECIPES[card_class(gpu.memory_gib)]) if gpu else {}
 
 
 @dataclass
@@ -226,25 +214,6 @@ def plan_memory(notebook: str, settings, gpu: GPU | None, *, seq_len: int | None
         lora=settings.get("lora", False), precision=cuda_precision(gpu.capability) if gpu else "fp32",
         device="cuda" if gpu else "cpu", vllm_gib=vllm * gpu.memory_gib if gpu else 0.0,
         activation_checkpointing=settings.get("activation_checkpointing", bool(gpu)) if gpu else False)
-
-
-def fit_to_card(notebook: str, settings, gpu: GPU, *, fixed=()) -> dict:
-    """Changes that make `settings` fit `gpu` by the estimate (LoRA first, then smaller micro-batches; a tight fit
-    is left as it is, since the estimate errs high), leaving
-    the knobs in `fixed` (the ones a user set) alone. Applied to `settings` and returned, for the printout."""
-    changes = {}
-    batch_key = next((k for k in ("per_device_train_batch_size", "batch_size") if k in settings), None)
-    while RECIPES[notebook].step_tokens and plan_memory(notebook, settings, gpu).total > gpu.memory_gib:
-        if not settings.get("lora") and "lora" in settings and "lora" not in fixed:
-            settings["lora"] = changes["lora"] = True
-            continue
-        batch = settings.get(batch_key, 1) if batch_key else 1
-        accumulation = settings.get("gradient_accumulation_steps", 1)
-        generations = settings.get("num_generations", 1)
-        if batch_key in fixed or batch < 2 or (batch // 2 * accumulation) % generations:
-            break
-        settings[batch_key] = changes[batch_key] = batch // 2
-    return changes
 
 
 def check_memory(notebook: str, settings, *, model: str | None = None, seq_len: int | None = None) -> MemoryEstimate:

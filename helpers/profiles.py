@@ -20,7 +20,8 @@ import copy
 import difflib
 
 from helpers import THREADS_IN_EFFECT
-from helpers.recipes import RECIPES
+from helpers.hardware import card_class, detect_gpu, plan_memory
+from helpers.recipes import CARD_RECIPES, RECIPES
 from helpers.threads import describe as describe_threads
 
 PROFILE_NAMES = ("tiny", "cpu", "gpu")
@@ -100,7 +101,7 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
 
     `parameters=globals()` reads the knobs from the notebook's parameters cell (`knobs_in`); keyword knobs win.
 
-    The gpu profile follows the card (`helpers.hardware.gpu_recipe`): on a 16 or 24 GB card it takes a smaller
+    The gpu profile follows the card (`gpu_recipe`): on a 16 or 24 GB card it takes a smaller
     model and/or LoRA so the run fits; MODEL/LORA set explicitly still win. `gpu`: the card to plan for
     (default: the one detected; tests pass a `helpers.hardware.GPU`).
     """
@@ -116,8 +117,6 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     overridden = {k: v for k, v in explicit.items() if v is not None}
     card = {}
     if name == "gpu" and "lora" in defaults:
-        from helpers.hardware import card_class, detect_gpu, fit_to_card, gpu_recipe
-
         gpu = detect_gpu() if gpu == "detect" else gpu
         card = {k: v for k, v in gpu_recipe(gpu).items() if k in defaults and k not in overridden}
     settings = Settings(profile=name, **{**defaults, **card, **overridden})
@@ -136,6 +135,30 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
                   f"(x{LORA_LR_MULTIPLIER}: adapters need a higher rate than full fine-tuning, docs/gpu.md)")
         settings.show()
     return settings
+
+
+def gpu_recipe(gpu) -> dict:
+    """The gpu profile's changes for this card (model, LoRA: `CARD_RECIPES`); empty on a 40 GB+ card or without a GPU."""
+    return dict(CARD_RECIPES[card_class(gpu.memory_gib)]) if gpu else {}
+
+
+def fit_to_card(notebook: str, settings, gpu, *, fixed=()) -> dict:
+    """Changes that make `settings` fit `gpu` by the memory estimate (LoRA first, then smaller micro-batches; a tight
+    fit is left as it is, since the estimate errs high), leaving the knobs in `fixed` (the ones a user set) alone.
+    Applied to `settings` and returned, for the printout."""
+    changes = {}
+    batch_key = next((k for k in ("per_device_train_batch_size", "batch_size") if k in settings), None)
+    while RECIPES[notebook].step_tokens and plan_memory(notebook, settings, gpu).total > gpu.memory_gib:
+        if not settings.get("lora") and "lora" in settings and "lora" not in fixed:
+            settings["lora"] = changes["lora"] = True
+            continue
+        batch = settings.get(batch_key, 1) if batch_key else 1
+        accumulation = settings.get("gradient_accumulation_steps", 1)
+        generations = settings.get("num_generations", 1)
+        if batch_key in fixed or batch < 2 or (batch // 2 * accumulation) % generations:
+            break
+        settings[batch_key] = changes[batch_key] = batch // 2
+    return changes
 
 
 def lora_learning_rates(settings: Settings, *, fixed=()) -> dict:

