@@ -70,3 +70,21 @@ def test_the_stored_references_are_three_seeds_or_more_with_their_machine():
         for profile, entry in profiles.items():
             assert len({run["seed"] for run in entry["runs"]}) >= 3, (notebook, profile)
             assert entry["machine"]
+
+
+def test_spread_tabulates_the_held_out_change_across_seeds(tmp_path):
+    """What notebook 01's "what to expect" quotes: each seed's paired change and interval, the mean, the range and
+    how many intervals exclude 0, read from the runs' own metrics.json keys."""
+    from helpers.reference import describe_spread, spread
+
+    paths = []
+    for seed, change, ci in ((0, 0.076, [0.038, 0.113]), (1, -0.016, [-0.056, 0.025]), (2, 0.05, [0.01, 0.09])):
+        path = tmp_path / f"s{seed}.json"
+        path.write_text(json.dumps({"seed": seed, "accuracy_change": change, "accuracy_change_ci": ci,
+                                    "accuracy_before": 0.5, "accuracy_after": 0.5 + change, "steps_run": 25,
+                                    "seconds_per_step": 48.0, "questions_gained": 57, "questions_lost": 23}))
+        paths.append(str(path))
+    result = spread(paths)
+    assert result["mean"] == pytest.approx(0.11 / 3) and (result["lowest"], result["highest"]) == (-0.016, 0.076)
+    assert result["resolved"] == 2 and [r["resolved"] for r in result["runs"]] == [True, False, True]
+    assert describe_spread(result).splitlines()[-1] == "mean +3.7 points, range -1.6 to +7.6; 2 of 3 intervals exclude 0"
