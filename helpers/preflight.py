@@ -68,10 +68,14 @@ class Preflight:
         if mixed:
             return mixed
         rollouts = self.n * self.k
-        if self.parse_rate < 0.5:   # a base model without notebook 02's warm start: rewards are (almost) all 0
+        if self.parse_rate < 0.5:   # rewards are (almost) all 0
             why = (f"{start} made a valid tool call in {self.parse_rate:.0%} of {rollouts} rollouts, so almost every "
-                   "reward is 0. Run notebook 02 first: its checkpoint (WARM_START) calls the tool; or set MODEL to one "
-                   "that calls tools.")
+                   "reward is 0. ")
+            why += ("Run notebook 02 first: its checkpoint (WARM_START) calls the tool; or set MODEL to one that calls "
+                    "tools."
+                    if "no warm start" in start else
+                    "Its replies rarely end in a tool call: give them more tokens (MAX_COMPLETION_LENGTH) or re-run "
+                    "notebook 02 with more steps.")
         elif self.sampled_exact >= 1.0:
             why = f"all {rollouts} rollouts were right: nothing left to learn here. Set a harder DATASET_CONFIG."
         else:

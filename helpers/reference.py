@@ -174,7 +174,7 @@ if __name__ == "__main__":
     parser.add_argument("--meaning", default=None, help='add: JSON {"behind": "...", "ahead": "...", "inside": "..."}')
     a = parser.parse_args()
     if a.command == "spread":
-        print(describe_spread(spread(a.metrics)))
+        print(f"{a.notebook}, {len(a.metrics)} run(s):\n" + describe_spread(spread(a.metrics)))
     else:
         if not a.machine:
             parser.error("add needs --machine")

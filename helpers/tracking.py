@@ -1,7 +1,7 @@
 """Where training logs: trackio checked before training, and the I/O fields every trainer config shares.
 
     check_trackio_space(TRACKIO_SPACE_ID, settings.report_to)   # can trackio mirror to that Space? say so now
-    GRPOConfig(**trainer_io(NB, "trainer", settings, precision, seed=SEED), learning_rate=...)
+    GRPOConfig(**trainer_io(NOTEBOOK, "trainer", settings, precision, seed=SEED), learning_rate=...)
 
 Without the check, trackio fails only when training starts, with a raw network or Hub error
 (offline: `httpx.ConnectError` from `space_info`). No Space (None) keeps the dashboard local.
@@ -71,7 +71,7 @@ def trainer_io(notebook: str, name: str, settings, precision, *, trackio_space_i
     project, the profile's `report_to`, every step), no checkpoints, the precision and device `choose_precision`
     picked, the profile's activation checkpointing, no push (helpers.publish pushes). `overrides` win.
 
-        GRPOConfig(**trainer_io(NB, "trainer", settings, precision, seed=SEED), learning_rate=..., ...)
+        GRPOConfig(**trainer_io(NOTEBOOK, "trainer", settings, precision, seed=SEED), learning_rate=..., ...)
     """
     from helpers.metrics import run_dir
 

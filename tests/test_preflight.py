@@ -95,4 +95,7 @@ def test_no_mixed_group_is_an_error_saying_why_and_what_to_do(rewards, parse, sa
                        groups=[{"task": 1, "rewards": rewards}, {"task": 2, "rewards": rewards}])
     with pytest.raises(ValueError, match=says):
         result.mixed_or_why_not("smollm2-135m (base, no warm start)")
+    if parse < 0.5:   # already warm-started: notebook 02 has run, so the message points at the reply's length
+        with pytest.raises(ValueError, match="MAX_COMPLETION_LENGTH"):
+            result.mixed_or_why_not("notebook 02 SFT checkpoint (runs/02_sft_warmup/checkpoint)")
     assert Preflight.from_dict(result.to_dict()) == result

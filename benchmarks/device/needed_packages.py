@@ -1,6 +1,6 @@
 """Print `name==version` for each installed distribution the notebooks import that the device image lacks.
 
-    python benchmarks/device/needed_packages.py [--device-packages FILE] [--skip-trace]
+    python benchmarks/device/needed_packages.py [--device-packages FILE] [--kit .gpu]
 
 Each exported notebook (.gpu/<notebook>.py, from make_kit.sh) runs once with PROFILE=tiny while every Python
 process it starts (the environment servers, `openenv collect`) records the top-level modules it imported;
