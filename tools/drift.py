@@ -10,7 +10,7 @@ installed packages:
   signature (`__init__` for classes), unless the callee takes `**kwargs`;
 - every attribute chain through those modules (`trl.experimental.openenv.x`) resolves.
 
-    python -m tools.drift            # the whole repo: notebooks, helpers/, envs/
+    python -m tools.drift            # the whole repo: notebooks, helpers/, tools/, envs/
     python -m tools.drift FILE...    # .ipynb or .py files
 
 A notebook's code cells are checked as one program (an import in one cell names a call in another);
@@ -39,8 +39,9 @@ _MISSING = object()
 
 
 def default_paths() -> list[Path]:
-    """What the gate covers: every numbered notebook, helpers/*.py and envs/**/*.py."""
-    files = sorted((REPO_ROOT / "helpers").glob("*.py")) + sorted((REPO_ROOT / "envs").rglob("*.py"))
+    """What the gate covers: every numbered notebook, helpers/*.py, tools/**/*.py and envs/**/*.py."""
+    files = (sorted((REPO_ROOT / "helpers").glob("*.py")) + sorted((REPO_ROOT / "tools").rglob("*.py"))
+             + sorted((REPO_ROOT / "envs").rglob("*.py")))
     return list(numbered_notebooks()) + files
 
 
