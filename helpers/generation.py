@@ -67,11 +67,17 @@ def _prefilled_cache(model, prefix: list[int], rows: int, max_len: int):
     from transformers.cache_utils import StaticLayer
 
     class PrefilledLayer(StaticLayer):
-        """A static layer that stores new keys and values in its own dtype. Under autocast the values come out of
-        a bf16 product; plain generate's cache (torch.cat onto fp32) turns them into fp32 too, and so does this."""
+        """A static layer that takes the dtype of the keys and values generate computes, so attention sees one
+        dtype. The prefix may have been computed in another: on a GPU with LoRA, the trainer's wrapped forward
+        (autocast, outputs cast to fp32) fills it in fp32 while generate runs the 16-bit base without autocast,
+        and SDPA refuses a bf16 query against fp32 keys (found on an H200 running the T4 recipe, docs/gpu.md)."""
 
         def update(self, key_states, value_states, *args, **kwargs):
-            return super().update(key_states.to(self.keys.dtype), value_states.to(self.values.dtype), *args, **kwargs)
+            if self.keys.dtype != key_states.dtype:
+                self.keys = self.keys.to(key_states.dtype)
+            if self.values.dtype != value_states.dtype:
+                self.values = self.values.to(value_states.dtype)
+            return super().update(key_states, value_states, *args, **kwargs)
 
     cache = StaticCache(config=model.config, max_cache_len=max_len)
     if any(type(layer) is not StaticLayer for layer in cache.layers):

@@ -47,7 +47,8 @@ def detect_gpu() -> GPU | None:
 
     Test hook: AGENT_RL_FAKE_GPU=T4 (or L4, A100) reports that card from `CARDS` instead, with no CUDA behind it,
     so CI runs the gpu profile's card recipe (LoRA on a 16/24 GB card, the memory check) on a CPU machine.
-    Nothing else is faked: the model still loads and trains on the CPU.
+    Nothing else is faked: the model still loads and trains on the CPU. On a CUDA machine the precision and the
+    LoRA base's dtype follow the faked card too, so a large card rehearses a T4's recipe (benchmarks/device/run.sh).
     """
     fake = os.environ.get(FAKE_GPU_VARIABLE)
     if fake:

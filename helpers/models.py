@@ -75,9 +75,11 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
                         "on CPU use LORA=True (or False).")
     kwargs = {"dtype": torch.float32}
     if (lora or adapter) and device == "cuda":
+        from helpers.hardware import detect_gpu
         from helpers.precision import cuda_precision
 
-        native = cuda_precision(torch.cuda.get_device_capability())
+        card = detect_gpu()   # a T4: fp16 (AGENT_RL_FAKE_GPU=T4 rehearses it on another card)
+        native = cuda_precision(card.capability if card else torch.cuda.get_device_capability())
         kwargs["dtype"] = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(native, torch.float32)
     if lora == "qlora":
         if importlib.util.find_spec("bitsandbytes") is None:

@@ -90,7 +90,10 @@ def choose_precision(model, setting="auto", *, batch_size: int = 2, seq_len: int
     wanted = _normalise(setting)
     device = next(model.parameters()).device.type   # where the model trains: load it there first
     if device == "cuda":
-        capability = torch.cuda.get_device_capability()
+        from helpers.hardware import detect_gpu
+
+        card = detect_gpu()   # the card, or the one AGENT_RL_FAKE_GPU names (a large card rehearsing a T4)
+        capability = card.capability if card else torch.cuda.get_device_capability()
         native = cuda_precision(capability)
         if wanted == "auto":
             return PrecisionChoice(native, device, f"compute capability {capability[0]}.{capability[1]}: "

@@ -128,6 +128,30 @@ def test_share_prompt_prefix_wraps_and_unwraps_generate_and_keeps_lora_models_wo
 
 
 @pytest.mark.slow
+def test_a_lora_model_on_a_16_bit_base_generates_under_the_trainers_mixed_precision_wrapper(monkeypatch):
+    """What GRPOTrainer does on a GPU with LoRA: the base weights in 16 bits, the model's forward wrapped by
+    accelerate for mixed precision (autocast, outputs cast to fp32), while generate runs the inner model unwrapped.
+    The prefix is then computed in fp32 and the replies in bf16; attention must still get one dtype (an H200
+    running the T4 recipe failed here: "Expected query, key, and value to have the same dtype")."""
+    from accelerate.utils import convert_outputs_to_fp32
+    from peft import LoraConfig, get_peft_model
+
+    model, tokenizer = _model("tiny-toolcall")
+    lora = get_peft_model(model.to(torch.bfloat16), LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    lora.forward = convert_outputs_to_fp32(torch.autocast("cpu", dtype=torch.float16)(lora.forward))
+    inputs = _batch(tokenizer, _questions(4))
+    prefilled = []
+    real = generation._prefilled_cache
+    monkeypatch.setattr(generation, "_prefilled_cache", lambda *a, **k: prefilled.append(a[1]) or real(*a, **k))
+    with torch.no_grad():
+        shared = generate_shared(lora, inputs["input_ids"], inputs["attention_mask"], max_new_tokens=8,
+                                 do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    assert len(prefilled) == 1
+    assert shared.shape[0] == 4 and inputs["input_ids"].shape[1] < shared.shape[1] <= inputs["input_ids"].shape[1] + 8
+    assert torch.equal(shared[:, :inputs["input_ids"].shape[1]], inputs["input_ids"])
+
+
+@pytest.mark.slow
 def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_server, monkeypatch):
     """GRPOTrainer (TRL 1.16, no vLLM) generates its rollouts through the model's `generate`: with the model from
     `load_policy`, each generation batch prefills the shared prompt once, and training still runs and logs a loss."""

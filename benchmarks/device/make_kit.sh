@@ -5,7 +5,7 @@
 #     installed for CPython 3.12 and packed (~37 MB; gradio's web front end is left out: no notebook serves it);
 #   - tok/: the real Qwen3 tokenizer with TRL's chat template (the random-weight models are built there);
 #   - the notebooks exported to scripts (tools.export), and build_model.py, measure.py, run.sh from here.
-# Needs a Python 3.12 here (PYTHON312, default python3.12) to install the 3.12 wheels and build sdists.
+# Needs a Python 3.12 here (PYTHON312, default python3.12; with pyenv: PYTHON312=$(pyenv root)/versions/3.12.1/bin/python3.12) to install the 3.12 wheels and build sdists.
 # Usage (repo root): bash benchmarks/device/make_kit.sh   then: device run "bash .gpu/run.sh", carry [".gpu"]
 set -euo pipefail
 PY=.venv/bin/python; PY312=${PYTHON312:-python3.12}; KIT=.gpu; WORK=$(mktemp -d)
@@ -15,7 +15,8 @@ mkdir -p $KIT/tok
 for nb in 01_grpo_walkthrough 02_sft_warmup 03_wordle_rollout_func 04_openreward_spec; do
   $PY -m tools.export notebooks/$nb.ipynb -o $KIT/$nb.py > /dev/null
 done
-$PY benchmarks/device/needed_packages.py > $WORK/need.txt   # name==version, pinned, missing on the device
+# name==version, pinned, missing on the device (NEED=file reuses an earlier list: tracing runs every notebook)
+if [ -n "${NEED:-}" ]; then cp "$NEED" $WORK/need.txt; else $PY benchmarks/device/needed_packages.py > $WORK/need.txt; fi
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   --platform manylinux_2_34_x86_64 --platform manylinux_2_31_x86_64 --platform any"
 mkdir -p $WORK/whl

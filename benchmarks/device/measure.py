@@ -4,6 +4,8 @@
 
 Writes $OUT/<name>.json every 10 s while the script runs and once at the end, so a run that a timeout kills
 still reports its peak so far (an interrupted notebook catches the first SIGINT and goes on to evaluate).
+CAP_GIB=14.7 lets PyTorch's allocator use no more than that on this card (a T4's memory on an H200): a recipe that
+would not fit the smaller card fails here with CUDA out-of-memory, as it would there.
 """
 import json
 import os
@@ -18,9 +20,13 @@ import torch
 
 name, script, *args = sys.argv[1:]
 sys.argv = [script, *args]
+if os.environ.get("CAP_GIB") and torch.cuda.is_available():
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(float(os.environ["CAP_GIB"]) * 2**30 / total)
 started = time.time()
 result = {"name": name, "args": args, "rc": None, "error": None, "torch": torch.__version__,
-          "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
+          "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+          "cap_gib": os.environ.get("CAP_GIB"), "fake_gpu": os.environ.get("AGENT_RL_FAKE_GPU")}
 
 
 def record(final: bool = False) -> None:

@@ -40,7 +40,7 @@ def traced_modules(kit: Path) -> set[str]:
         for nb in NOTEBOOKS:
             env = {**os.environ, "PYTHONPATH": tmp, "MODULE_TRACE": str(trace), "AGENT_RL_RUNS": str(Path(tmp, nb)),
                    "OMP_WAIT_POLICY": "PASSIVE"}
-            subprocess.run([sys.executable, str(kit / f"{nb}.py"), "--profile", "tiny", "--report-to", "none"],
+            subprocess.run([sys.executable, str((kit / f"{nb}.py").resolve()), "--profile", "tiny", "--report-to", "none"],
                            env=env, check=True, stdout=subprocess.DEVNULL, cwd=tmp)
         return set(trace.read_text().split())
 
