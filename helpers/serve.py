@@ -1,8 +1,9 @@
 """Child-process entry point used by `helpers.servers.LocalServer`.
 
-    python -m helpers.serve module:app --port 8001 [--parent-pid PID] [--factory]
+    python -m helpers.serve module:app --port 8001 [--fd N] [--parent-pid PID] [--factory]
 
-Runs uvicorn on 127.0.0.1 and exits by itself when the parent process (a notebook kernel, a
+Runs uvicorn on 127.0.0.1 (on the already bound socket `--fd` when given: the parent binds the port, so no other
+process can take it between choosing and listening) and exits by itself when the parent process (a notebook kernel, a
 test run) disappears, so a crashed kernel never leaves a server holding a port.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import threading
 import time
 
@@ -32,6 +34,7 @@ def main() -> None:
     parser.add_argument("app", help="module:attribute of the ASGI app")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--fd", type=int, default=None, help="a bound socket inherited from the parent")
     parser.add_argument("--parent-pid", type=int, default=None)
     parser.add_argument("--factory", action="store_true", help="app is a function returning the app")
     parser.add_argument("--log-level", default="warning")
@@ -42,8 +45,13 @@ def main() -> None:
 
     import uvicorn
 
-    uvicorn.run(args.app, host=args.host, port=args.port, factory=args.factory,
-                log_level=args.log_level, ws_ping_interval=None)
+    if args.fd is None:
+        uvicorn.run(args.app, host=args.host, port=args.port, factory=args.factory,
+                    log_level=args.log_level, ws_ping_interval=None)
+        return
+    config = uvicorn.Config(args.app, host=args.host, port=args.port, factory=args.factory,
+                            log_level=args.log_level, ws_ping_interval=None)
+    uvicorn.Server(config).run(sockets=[socket.socket(fileno=args.fd)])
 
 
 if __name__ == "__main__":

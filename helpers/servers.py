@@ -128,11 +128,14 @@ class LocalServer:
                 f"server cannot start there. Stop whatever is listening (`lsof -i :{self.requested_port}`) "
                 f"or pass port=None to pick a free port."
             )
-        self.port = self.requested_port or free_port()
+        # The port is bound here and the bound socket handed to the server: asking the OS for a free port and
+        # letting the child bind it later lost the port to another process in CI ("address already in use").
+        listener = self._bind()
+        self.port = listener.getsockname()[1]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         cmd = [
             sys.executable, "-m", "helpers.serve", self.app,
-            "--port", str(self.port), "--parent-pid", str(os.getpid()),
+            "--port", str(self.port), "--fd", str(listener.fileno()), "--parent-pid", str(os.getpid()),
         ]
         if self.factory:
             cmd.append("--factory")
@@ -140,14 +143,29 @@ class LocalServer:
         # The child must import `helpers` even when the notebook runs from another folder.
         repo_root = str(Path(__file__).resolve().parent.parent)
         child_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, child_env.get("PYTHONPATH")) if p)
-        with open(self.log_path, "ab") as log:
+        with listener, open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=child_env, start_new_session=True,
+                env=child_env, start_new_session=True, pass_fds=(listener.fileno(),),
             )
         _RUNNING.add(self)
         self._wait_healthy()
         return self
+
+    def _bind(self) -> socket.socket:
+        """A socket bound to 127.0.0.1 on the requested port (or one the OS picks), for the server to listen on."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn does: a restart right after a stop
+        try:
+            listener.bind(("127.0.0.1", self.requested_port or 0))
+        except OSError as exc:
+            listener.close()
+            raise ServerError(
+                f"Port {self.requested_port} on 127.0.0.1 is already in use ({exc.strerror}), so the {self.name} "
+                f"server cannot start there. Stop whatever is listening (`lsof -i :{self.requested_port}`) "
+                f"or pass port=None to pick a free port."
+            ) from exc
+        return listener
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout

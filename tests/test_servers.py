@@ -44,6 +44,33 @@ def test_port_in_use_is_a_clear_error(tmp_path):
         assert get_json(first.base_url + "/health")["status"] == "ok"  # the first one lost nothing
 
 
+def test_the_port_is_held_from_the_moment_it_is_chosen(tmp_path, monkeypatch):
+    """The race CI met: the OS named a free port, another process bound it before the server did, and the server
+    died with "address already in use". Now the port is bound before the server process starts: another process
+    trying to bind it then fails, and the server still starts and answers on it."""
+    import socket
+
+    import helpers.servers as servers
+
+    real_popen, others = servers.subprocess.Popen, []
+
+    def popen_after_a_competitor(cmd, **kwargs):
+        competitor = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            competitor.bind(("127.0.0.1", int(cmd[cmd.index("--port") + 1])))
+            others.append("bound it")
+        except OSError:
+            others.append("refused")
+        finally:
+            competitor.close()
+        return real_popen(cmd, **kwargs)
+
+    monkeypatch.setattr(servers.subprocess, "Popen", popen_after_a_competitor)
+    with LocalServer(APP, log_dir=tmp_path) as server:
+        assert get_json(server.base_url + "/health")["status"] == "ok"
+    assert others == ["refused"]
+
+
 def test_failed_start_shows_the_log_tail(tmp_path):
     with pytest.raises(ServerError) as err:
         LocalServer("tests.server_apps:broken_app", factory=True, log_dir=tmp_path, name="broken").start()
