@@ -49,6 +49,9 @@ RECIPES: dict[str, Recipe] = {
     # checkpoint's pass@8 is 72 % there against 38 % at 1.2, below its greedy 53-62 % (docs/measurements.md#notebook-01).
     # cpu's eval_n 450: generation with the shared prompt prefix scores 450 questions in the time 150 took before
     # (the paired interval's half width ~4.4 points instead of ~7.7; docs/measurements.md#notebook-01).
+    # lr_scheduler_type "linear" (TRL's default) in every profile: it decays over max_steps, so a cpu run the cap stops
+    # at step ~40 of 80 ends at half the lr. "constant" kept the full lr to the end: seed 0 went -0.7 [-5.5, +4.1]
+    # where linear gained +5.6 [+1.2, +10.1] (docs/measurements.md#notebook-01).
     # min_steps: the time cap never stops training before this step. cpu 22: the fewest steps of a measured run whose
     # gain was resolved (22 on the Xeon, +4.8 [+1.9, +7.8] re-checked on 900 sums; 25 on the EPYC, +7.6 [+3.8, +11.3]
     # on 450); a slow CPU's 14 steps showed -0.9 [-8.6, +6.8] (docs/measurements.md#notebook-01).
@@ -60,7 +63,7 @@ RECIPES: dict[str, Recipe] = {
                      "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
                      "max_steps": 2, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                      "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 48, "freeze_layers": 0,
-                     "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "constant",
+                     "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "linear",
                      "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                      "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio",
                      "preflight_n": 3, "mixed_only": False, "checkpoint_steps": 0, "min_steps": 0},
@@ -68,7 +71,7 @@ RECIPES: dict[str, Recipe] = {
                     "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                     "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                     "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104, "freeze_layers": 12,
-                    "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "constant",
+                    "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "linear",
                     "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                     "eval_n": 450, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
                     "preflight_n": 32, "mixed_only": False, "checkpoint_steps": 0, "min_steps": 22},
