@@ -22,13 +22,12 @@ def test_notebook_passes_the_static_gate():
 
 def test_tiny_run_records_sane_metrics(notebook_runner):
     metrics, executed = notebook_runner(NB)
-    text = cell_outputs_text(executed)
+    text = cell_outputs_text(executed)   # only for what a learner is promised to see; facts come from metrics.json
 
     # the trainer ran its steps against the local server, sized from the config
     assert metrics["profile"] == "tiny" and metrics["env_server"] == "local"
     assert metrics["steps"] == 2 == metrics["steps_run"] == metrics["steps_planned"]
     assert metrics["stopped_by_time_budget"] is False and metrics["seconds_per_step"] > 0
-    assert "s a step on this machine: 2 steps take about" in text
     assert_precision_recorded(metrics, text)
     assert metrics["env_sessions"] == metrics["generation_batch_size"] + 1
     assert 1 <= metrics["env_pool_size"] <= metrics["generation_batch_size"] < metrics["env_sessions"]
@@ -77,7 +76,6 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert metrics["preflight_verdict"] == verdict(pf["parse_rate"], pf["mixed_share"], pf["pass_at_k"],
                                                    pf["sampled_accuracy"], metrics["preflight_k"],
                                                    pf["greedy_accuracy"])[0]
-    assert f"verdict: {metrics['preflight_verdict']}" in text
     assert metrics["mixed_only"] is False and metrics["mixed_questions"] is None
     # TRL's share of zero-std groups, one per logged step, and its mean
     zero_std = metrics["frac_reward_zero_std_curve"]
@@ -90,7 +88,7 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert [step for step, _ in watch["probe"]] == [0, 1, 2] and all(0 <= v <= 1 for _, v in watch["probe"])
     assert all(f"[watch] ALARM {kind}" in text for kind in watch["alarms"])
     assert all(item["reward"] >= 0.5 and "the answer is" in item["why"] for item in watch["gallery"])
-    assert 0.0 <= watch["no_tool_share"] <= 1.0 and "held-out probe: step 0" in text
+    assert 0.0 <= watch["no_tool_share"] <= 1.0
     assert metrics["curves"]["step"] == [1, 2] and metrics["curves"]["reward"] == curve
     assert "no reference runs stored" in text or "reference runs" in text
 
@@ -148,14 +146,13 @@ def test_mixed_only_trains_on_the_preflight_mixed_questions(notebook_runner):
     import papermill
 
     try:
-        metrics, executed = notebook_runner(NB, MIXED_ONLY=True, PREFLIGHT_N=6)
+        metrics, _ = notebook_runner(NB, MIXED_ONLY=True, PREFLIGHT_N=6)
     except papermill.PapermillExecutionError as err:
         assert "No preflight group was mixed" in str(err)
         return
     assert metrics["mixed_only"] is True and metrics["preflight_n"] == 6 and metrics["steps"] == 2
     assert metrics["mixed_questions"] == round(metrics["preflight_mixed_share"] * 6) >= 1
     assert metrics["same_question_share"] == 1.0
-    assert f"training cycles over the {metrics['mixed_questions']} of 6 questions" in cell_outputs_text(executed)
 
 
 def test_a_run_killed_mid_training_resumes_to_its_last_step(notebook_runner, tmp_path):

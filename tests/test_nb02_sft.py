@@ -186,7 +186,6 @@ def test_notebook_tiny(notebook_runner):
     assert metrics["steps_run"] == metrics["sft_steps"] == metrics["steps_planned"] == metrics["sft_max_steps"]
     assert metrics["stopped_by_time_budget"] is False and metrics["seconds_per_step"] > 0
     text = cell_outputs_text(executed)
-    assert f"s a step on this machine: {metrics['steps_planned']} steps take about" in text
     assert "PAD/BOS/EOS" not in text   # load_policy aligned the special tokens: SFTTrainer has nothing to warn about
     assert_precision_recorded(metrics, text)
     checkpoint = Path(metrics["checkpoint"])

@@ -117,11 +117,12 @@ def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch)
     assert "-> calculate(" in text and "[tool] '" in text  # a teacher episode that used the calculator, shown
     assert "on the same 6 questions" in text  # the paired change was printed
     assert metrics["preflight_n"] == 2 and metrics["preflight_k"] == 2  # two tasks, a group of two each
-    assert 0.0 <= metrics["preflight_mixed_share"] <= 1.0 and metrics["preflight_verdict"] in text
+    assert 0.0 <= metrics["preflight_mixed_share"] <= 1.0
+    assert metrics["preflight_verdict"] in ("format-bound", "too hot", "no headroom", "headroom")
     assert "OPENREWARD_API_URL after stop: None" in text  # the SDK variables were restored
     # the watch: the probe (9 held-out tasks) at the start and each step, alarms printed as raised
     watch = metrics["watch"]
     assert [step for step, _ in watch["probe"]] == [0, 1, 2] and all(0 <= v <= 1 for _, v in watch["probe"])
     assert all(f"[watch] ALARM {kind}" in text for kind in watch["alarms"])
-    assert 0.0 <= watch["no_tool_share"] <= 1.0 and "training reward" in text
-    assert watch["gallery"] == [] and "the judge calls wrong: none" in text   # the ORS reward pays right answers only
+    assert 0.0 <= watch["no_tool_share"] <= 1.0
+    assert watch["gallery"] == []   # the judge finds no rewarded wrong answer: the ORS reward pays right answers only
