@@ -75,11 +75,9 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
                         "on CPU use LORA=True (or False).")
     kwargs = {"dtype": torch.float32}
     if (lora or adapter) and device == "cuda":
-        from helpers.hardware import detect_gpu
-        from helpers.precision import cuda_precision
+        from helpers.precision import card_capability, cuda_precision
 
-        card = detect_gpu()   # a T4: fp16 (AGENT_RL_FAKE_GPU=T4 rehearses it on another card)
-        native = cuda_precision(card.capability if card else torch.cuda.get_device_capability())
+        native = cuda_precision(card_capability())   # a T4: fp16
         kwargs["dtype"] = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(native, torch.float32)
     if lora == "qlora":
         if importlib.util.find_spec("bitsandbytes") is None:

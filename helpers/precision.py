@@ -67,6 +67,16 @@ def cuda_precision(capability: tuple[int, int]) -> str:
     return "fp32"
 
 
+def card_capability() -> tuple[int, int]:
+    """The CUDA card's compute capability, or that of the card AGENT_RL_FAKE_GPU names (a large card rehearsing a T4)."""
+    import torch
+
+    from helpers.hardware import detect_gpu
+
+    card = detect_gpu()
+    return card.capability if card else torch.cuda.get_device_capability()
+
+
 def _normalise(setting) -> str:
     named = {True: "bf16", False: "fp32", None: "auto"}
     if isinstance(setting, bool) or setting is None:
@@ -85,15 +95,10 @@ def choose_precision(model, setting="auto", *, batch_size: int = 2, seq_len: int
     `batch_size` x `seq_len` batch in each precision; the faster is kept (the model is left as it was).
     `measure(model, precision) -> seconds` replaces the timing (tests use it to force a slow path).
     """
-    import torch
-
     wanted = _normalise(setting)
     device = next(model.parameters()).device.type   # where the model trains: load it there first
     if device == "cuda":
-        from helpers.hardware import detect_gpu
-
-        card = detect_gpu()   # the card, or the one AGENT_RL_FAKE_GPU names (a large card rehearsing a T4)
-        capability = card.capability if card else torch.cuda.get_device_capability()
+        capability = card_capability()
         native = cuda_precision(capability)
         if wanted == "auto":
             return PrecisionChoice(native, device, f"compute capability {capability[0]}.{capability[1]}: "
