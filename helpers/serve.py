@@ -45,13 +45,9 @@ def main() -> None:
 
     import uvicorn
 
-    if args.fd is None:
-        uvicorn.run(args.app, host=args.host, port=args.port, factory=args.factory,
-                    log_level=args.log_level, ws_ping_interval=None)
-        return
     config = uvicorn.Config(args.app, host=args.host, port=args.port, factory=args.factory,
                             log_level=args.log_level, ws_ping_interval=None)
-    uvicorn.Server(config).run(sockets=[socket.socket(fileno=args.fd)])
+    uvicorn.Server(config).run(sockets=None if args.fd is None else [socket.socket(fileno=args.fd)])
 
 
 if __name__ == "__main__":

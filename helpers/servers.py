@@ -42,12 +42,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
-
-
 def check_reachable(base_url: str, health_path: str = "/health", timeout: float = 10.0) -> None:
     """Raise a clear `ServerError` unless `base_url` answers its health endpoint."""
     url = base_url.rstrip("/") + health_path
@@ -122,14 +116,8 @@ class LocalServer:
     def start(self) -> "LocalServer":
         if self.process is not None and self.process.poll() is None:
             return self
-        if self.requested_port is not None and port_in_use(self.requested_port):
-            raise ServerError(
-                f"Port {self.requested_port} on 127.0.0.1 is already in use, so the {self.name} "
-                f"server cannot start there. Stop whatever is listening (`lsof -i :{self.requested_port}`) "
-                f"or pass port=None to pick a free port."
-            )
-        # The port is bound here and the bound socket handed to the server: asking the OS for a free port and
-        # letting the child bind it later lost the port to another process in CI ("address already in use").
+        # The port is bound here (a port in use is an error now) and the bound socket handed to the server: asking
+        # the OS for a free port and letting the child bind it later lost the port to another process in CI.
         listener = self._bind()
         self.port = listener.getsockname()[1]
         self.log_dir.mkdir(parents=True, exist_ok=True)
