@@ -24,7 +24,8 @@ run() {  # name, timeout, script and flags
   echo "== $n (timeout $t s) at $(( $(date +%s) - T0 )) s"
   AGENT_RL_RUNS=/tmp/runs/$n CAP_GIB=$CAP AGENT_RL_FAKE_GPU=$FAKE timeout -s INT -k 20 $t python3 .gpu/measure.py $n "$@" > $OUT/logs/$n.log 2>&1
   echo "rc $?"; grep -E "total  |s a step|steps in|\[measure\]|Error" $OUT/logs/$n.log | tail -8; }
-for nb in ${@:-nb01 nb04 nb02 nb03}; do CAP=; FAKE=; case $nb in *t4) CAP=14.7; FAKE=T4;; *l4) CAP=22; FAKE=L4;; esac
+for nb in ${@:-nb01 nb04 nb02 nb03}; do CAP=; FAKE=; CARD=
+case $nb in *t4) CAP=14.7; FAKE=T4; CARD=$T4;; *l4) CAP=22; FAKE=L4; CARD=$L4;; esac
 case $nb in
   # 01: ~30 s to load, ~8 s a probe (16 sums, 256 tokens), ~10 s a GRPO step (4 rollouts of 256 tokens)
   nb01) run nb01 220 .gpu/01_grpo_walkthrough.py --profile gpu --model $M --max-steps 3 --preflight-n 0 --eval-n 8 \
@@ -39,14 +40,12 @@ case $nb in
   nb03) run nb03 120 .gpu/03_wordle_rollout_func.py --profile gpu --model $M --echo-model /tmp/models/qwen3-0.6b-random \
           --echo-steps 2 --max-steps 2 --gradient-accumulation-steps 4 --factory-steps 1 --eval-games 4 --report-to none ;;
   # the card recipes, nothing else changed: ~30 s to load and the probes, then steps of the smaller model
-  nb01t4) run $nb 110 .gpu/01_grpo_walkthrough.py --profile gpu $T4 --max-steps ${STEPS:-2} --preflight-n 0 --eval-n 8 \
-            --eval-max-new-tokens 64 --report-to none ;;
-  nb01l4) run $nb 110 .gpu/01_grpo_walkthrough.py --profile gpu $L4 --max-steps ${STEPS:-2} --preflight-n 0 --eval-n 8 \
-            --eval-max-new-tokens 64 --report-to none ;;
-  nb04t4) run $nb 110 .gpu/04_openreward_spec.py --profile gpu $T4 --max-steps 2 --eval-tasks 4 --preflight-n 2 --report-to none ;;
-  nb02t4) run $nb 70 .gpu/02_sft_warmup.py --profile gpu $T4 --teacher local --n-episodes 48 --num-train-epochs 1 \
+  nb01t4|nb01l4) run $nb 110 .gpu/01_grpo_walkthrough.py --profile gpu $CARD --max-steps ${STEPS:-2} --preflight-n 0 \
+            --eval-n 8 --eval-max-new-tokens 64 --report-to none ;;
+  nb04t4) run $nb 110 .gpu/04_openreward_spec.py --profile gpu $CARD --max-steps 2 --eval-tasks 4 --preflight-n 2 --report-to none ;;
+  nb02t4) run $nb 70 .gpu/02_sft_warmup.py --profile gpu $CARD --teacher local --n-episodes 48 --num-train-epochs 1 \
             --eval-n 16 --report-to none ;;
-  nb03t4) run $nb 100 .gpu/03_wordle_rollout_func.py --profile gpu $T4 --echo-model $M06 --echo-steps 1 --max-steps 2 \
+  nb03t4) run $nb 100 .gpu/03_wordle_rollout_func.py --profile gpu $CARD --echo-model $M06 --echo-steps 1 --max-steps 2 \
             --gradient-accumulation-steps 4 --factory-steps 1 --eval-games 4 --report-to none ;;
 esac; done
 cd $OUT && tar -czf logs.tar.gz logs && rm -rf logs; echo "total $(( $(date +%s) - T0 )) s"
