@@ -1,6 +1,6 @@
 """Run every benchmark; write runs/benchmarks/results.json, one PNG per benchmark and a Markdown table.
 
-    python -m benchmarks.run_all [--size tiny|full] [--only env_servers,training,precision,rollouts,notebooks]
+    python -m benchmarks.run_all [--size tiny|full] [--only env_servers,training,loss_pass,precision,rollouts,notebooks]
                                  [--with-test-suite] [--out DIR]
 
 `make bench` runs the full size. --size tiny makes each benchmark finish in seconds (CI runs it
@@ -21,10 +21,10 @@ from pathlib import Path
 
 from helpers.metrics import run_dir
 
-from . import env_servers, notebooks, precision, rollouts, training
+from . import env_servers, loss_pass, notebooks, precision, rollouts, training
 
-BENCHMARKS = {"env_servers": env_servers, "training": training, "precision": precision, "rollouts": rollouts,
-              "notebooks": notebooks}
+BENCHMARKS = {"env_servers": env_servers, "training": training, "loss_pass": loss_pass, "precision": precision,
+              "rollouts": rollouts, "notebooks": notebooks}
 
 
 def machine() -> dict:
@@ -83,6 +83,15 @@ def markdown(results: dict) -> str:
         for p in train["profiles"].values():
             lines.append(f"| {p['profile']} | {p['model']} | {p['rollouts_per_step']} | {p['s_per_step']:.3f} | "
                          f"{p['env_s_per_step'] * 1000:.1f} | {p['env_share_pct']:.2f} % |")
+    loss = results.get("loss_pass")
+    if loss:
+        lim = loss["limits"]
+        lines += ["", f"GRPO loss pass: one micro-batch of {loss['rows']} rollouts (up to {loss['tokens_per_row']} tokens), "
+                      f"{loss['model']}, lowest {loss['frozen_layers']} layers frozen, forward + backward. Floor: "
+                      f"{loss['floor_gflop']} GFLOP at fp32 {lim['fp32_large_gflops']} / bf16 {lim['bf16_large_gflops']} "
+                      f"GFLOP/s.", "", "| precision | path | seconds | vs plain | of the floor |", "|---|---|---:|---:|---:|"]
+        for r in loss["results"]:
+            lines.append(f"| {r['precision']} | {r['path']} | {r['seconds']} | {r['speedup'] or ''}x | {r['of_floor']:.0%} |")
     prec = results.get("precision")
     if prec:
         cpu = prec["cpu"]

@@ -60,12 +60,14 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
     bitsandbytes only). A folder that holds a saved adapter (adapter_config.json) loads as base + adapter.
 
     The model's `generate` computes the prompt prefix its rows share once (`helpers.generation.share_prompt_prefix`):
-    GRPOTrainer's rollouts and every evaluation get it without asking.
+    GRPOTrainer's rollouts and every evaluation get it without asking. On a CPU its loss passes do too, and score
+    only the completions (`helpers.loss_forward.share_forward_prefix`).
     """
     import torch
     from transformers import AutoModelForCausalLM
 
     from helpers.generation import share_prompt_prefix
+    from helpers.loss_forward import share_forward_prefix
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = resolve_model(name)
@@ -108,7 +110,8 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
     # every rollout and every evaluation question starts with the same system prompt and tool schema: its keys
     # and values are computed once per batch, not once per row (helpers/generation.py; same tokens, faster)
-    return share_prompt_prefix(model if lora == "qlora" else model.to(device))
+    model = model if lora == "qlora" else model.to(device)
+    return share_forward_prefix(share_prompt_prefix(model))
 
 
 def align_with_tokenizer(model, path: str) -> None:

@@ -97,3 +97,22 @@ def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tmp_path)
             assert row["shared_prefix_tokens"] > 200          # the system prompt + tool schema
     assert (tmp_path / "rollouts.png").stat().st_size > 5_000
     assert "| shared_b32 |" in (tmp_path / "results.md").read_text()
+
+
+def test_loss_pass_benchmark_times_every_path_against_the_machine_floor(tmp_path):
+    """The GRPO loss pass (tiny model): each path forward + backward, timed, reported against its floor and
+    against the plain pass; the prompt the rows share is the real system prompt and tool schema."""
+    env = {**os.environ, "AGENT_RL_RUNS": str(tmp_path / "runs")}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--only", "loss_pass",
+                           "--out", str(tmp_path)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "results.json").read_text())["loss_pass"]
+    from benchmarks.loss_pass import PATHS
+
+    assert [r["path"] for r in data["results"]] == list(PATHS) and data["tokens_per_row"] > 300
+    for row in data["results"]:
+        assert row["seconds"] > 0 and row["of_floor"] == pytest.approx(row["floor_s"] / row["seconds"], rel=0.05)
+        assert row["speedup"] == pytest.approx(data["results"][0]["seconds"] / row["seconds"], rel=0.05)
+    assert (tmp_path / "loss_pass.png").stat().st_size > 5_000
+    assert "| fp32 | shared |" in (tmp_path / "results.md").read_text()

@@ -154,7 +154,8 @@ def test_a_lora_model_on_a_16_bit_base_generates_under_the_trainers_mixed_precis
 @pytest.mark.slow
 def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_server, monkeypatch):
     """GRPOTrainer (TRL 1.16, no vLLM) generates its rollouts through the model's `generate`: with the model from
-    `load_policy`, each generation batch prefills the shared prompt once, and training still runs and logs a loss."""
+    `load_policy`, each generation batch prefills the shared prompt once, each loss pass computes it once too
+    (helpers/loss_forward.py), and training still runs and logs a loss."""
     import random
 
     from datasets import Dataset
@@ -168,6 +169,11 @@ def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_serv
     prefilled = []
     real = generation._prefilled_cache
     monkeypatch.setattr(generation, "_prefilled_cache", lambda *a, **k: prefilled.append(a[2]) or real(*a, **k))
+    from helpers import loss_forward
+
+    loss_passes = []
+    cache = loss_forward._plain_cache
+    monkeypatch.setattr(loss_forward, "_plain_cache", lambda *a: loss_passes.append(1) or cache(*a))
 
     class Env:
         def __init__(self):
@@ -191,7 +197,8 @@ def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_serv
     config = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none",
                         save_strategy="no", logging_steps=1, per_device_train_batch_size=4, num_generations=4,
                         max_steps=2, max_completion_length=16, max_tool_calling_iterations=1, learning_rate=1e-5,
-                        chat_template_kwargs={"enable_thinking": False})
+                        chat_template_kwargs={"enable_thinking": False},
+                        activation_checkpointing=False)   # as the notebooks' CPU profiles (TRL's default is on)
     rows = [[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ""}]] * 8
     model = load_policy("tiny-toolcall")
     assert model.generate.shares_prompt_prefix
@@ -202,3 +209,4 @@ def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_serv
     assert trainer.state.global_step == 2
     assert any("loss" in h for h in trainer.state.log_history)
     assert prefilled.count(4) >= 2   # each step's 4 rollouts: the shared prompt prefilled once for all four
+    assert len(loss_passes) >= 2     # each step's loss pass over the 4 rollouts: the prompt computed once

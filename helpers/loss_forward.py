@@ -1,0 +1,155 @@
+"""The loss's forward pass on CPU, without the work nothing reads: a GRPO step's scoring pass made ~2.9x faster.
+
+GRPO scores each micro-batch of rollouts with one forward and one backward pass over prompt + completion, and
+two things there cost more on a CPU than they need to (notebook 01, SmolLM2-135M, 4 rows of ~430 tokens, bf16:
+4.2 s -> 1.4 s forward + backward; docs/measurements.md#notebook-01):
+
+- **The LM head over every position.** TRL 1.16's fused LM head projects onto the 49k-word vocabulary only the
+  positions whose label counts (the completion's) where Triton runs it, but every position elsewhere, CPU
+  included, to keep tile shapes fixed for compilers. On a CPU nothing compiles, and the ~350 prompt positions
+  of each row cost five times the completion's. `score_completions_only()` makes the CPU take the compact path.
+- **The shared prompt prefix once per row.** Every row starts with the same system prompt and tool schema, and a
+  group's rollouts share their whole prompt. `share_forward_prefix(model)` makes the backbone compute the
+  tokens all rows start with once (batch 1), then run each row's own tokens on top of the prefix's keys and
+  values. Every row's gradient flows back into the one prefix pass through those keys and values, so the loss
+  and its gradients are the plain pass's (tested, fp32).
+
+    share_forward_prefix(model)     # load_policy does both; GRPOTrainer's loss passes then get them
+
+`forward_shared` takes over only the calls it is exact for: TRL's scoring pass on a CPU (`use_cache=False`, a
+2-D attention mask in which each row's tokens are contiguous, no position ids, cache or embeddings of the
+caller's, no activation checkpointing) with at least `MIN_SHARED` shared tokens; everything else, generation
+and every GPU run included (not yet measured on a card), runs the plain forward. Padding positions come back
+as zeros: nothing reads them (their labels are -100).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from helpers.generation import shared_prefix_length
+
+MIN_SHARED = 32       # below this the split costs more than it saves
+
+
+def _row_spans(attention_mask) -> list[tuple[int, int]] | None:
+    """(first, end) of each row's tokens; None when a row's tokens are not one contiguous run."""
+    spans = []
+    for row in attention_mask.tolist():
+        if 1 not in row:
+            return None
+        first = row.index(1)
+        end = len(row) - row[::-1].index(1)
+        if not all(row[first:end]):
+            return None
+        spans.append((first, end))
+    return spans
+
+
+def _plain_cache(backbone):
+    """An empty DynamicCache whose layers are all plain full-attention layers; None for any other model."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    cache = DynamicCache(config=backbone.config)
+    return cache if all(type(layer) is DynamicLayer for layer in cache.layers) else None
+
+
+def forward_shared(backbone, forward, input_ids=None, attention_mask=None, **kwargs):
+    """`forward(input_ids=..., attention_mask=..., **kwargs)` (the backbone's plain forward) with the tokens all
+    rows start with computed once. Returns the same kind of output: the last hidden state of every position in
+    the caller's layout (padding positions zero), no cache."""
+    import torch
+    from transformers.modeling_outputs import BaseModelOutputWithPast
+
+    def plain():
+        return forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    if (kwargs.get("use_cache") is not False or input_ids is None or attention_mask is None
+            or attention_mask.dim() != 2 or input_ids.shape[0] < 2
+            or any(kwargs.get(k) is not None for k in ("past_key_values", "inputs_embeds", "position_ids"))
+            or input_ids.device.type != "cpu" or getattr(backbone, "gradient_checkpointing", False)):
+        return plain()
+    spans = _row_spans(attention_mask)
+    if spans is None:
+        return plain()
+    ids = input_ids.tolist()
+    rows = [ids[b][first:end] for b, (first, end) in enumerate(spans)]
+    shared = shared_prefix_length(rows)
+    cache = _plain_cache(backbone) if shared >= MIN_SHARED else None
+    if cache is None:
+        return plain()
+
+    device, batch = input_ids.device, input_ids.shape[0]
+    rest = dict(kwargs, use_cache=True)
+    prefix = forward(input_ids=torch.tensor([rows[0][:shared]], device=device),
+                     attention_mask=torch.ones(1, shared, dtype=attention_mask.dtype, device=device),
+                     past_key_values=cache, **rest)
+    for layer in cache.layers:   # one copy of the prefix's keys and values, seen by every row
+        layer.keys = layer.keys.expand(batch, -1, -1, -1)
+        layer.values = layer.values.expand(batch, -1, -1, -1)
+    width = max(len(r) for r in rows) - shared
+    tails = [r[shared:] + [0] * (width - (len(r) - shared)) for r in rows]   # right-padded: positions follow on
+    tail_mask = [[1] * (len(r) - shared) + [0] * (width - (len(r) - shared)) for r in rows]
+    mask = torch.cat([torch.ones(batch, shared, dtype=attention_mask.dtype, device=device),
+                      torch.tensor(tail_mask, dtype=attention_mask.dtype, device=device)], dim=1)
+    out = forward(input_ids=torch.tensor(tails, device=device), attention_mask=mask, past_key_values=cache, **rest)
+
+    hidden = torch.cat([prefix.last_hidden_state.expand(batch, -1, -1), out.last_hidden_state], dim=1)
+    length = input_ids.shape[1]
+    index = torch.zeros(batch, length, dtype=torch.long, device=device)
+    keep = torch.zeros(batch, length, 1, dtype=hidden.dtype, device=device)
+    for b, (first, end) in enumerate(spans):   # row b's k-th token sits at first + k in the caller's layout
+        index[b, first:end] = torch.arange(end - first, device=device)
+        keep[b, first:end] = 1
+    laid = hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1])) * keep
+    return BaseModelOutputWithPast(last_hidden_state=laid)
+
+
+def _backbone(model):
+    """The module TRL's fused LM head runs before the head: `base_model` of the (PEFT-unwrapped) model."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return getattr(inner, "base_model", inner)
+
+
+def score_completions_only() -> None:
+    """Make TRL's fused LM head score only the positions whose label counts on a CPU too, as it does on a GPU
+    (process-wide, idempotent). Same numbers per position; the prompt's positions are no longer projected.
+
+    TRL 1.16 (`trl.trainer.utils`, `add_fused_lm_head`) decides with `compact = _use_triton(device)`, its one
+    use of that name there; the kernel itself keeps its own `_use_triton`, so the CPU still folds tiles in torch.
+    """
+    import trl.trainer.utils as trl_utils
+
+    if getattr(trl_utils._use_triton, "compact_on_cpu", False):
+        return
+    triton_only = trl_utils._use_triton
+
+    def compact(device) -> bool:
+        return device.type == "cpu" or triton_only(device)
+
+    compact.compact_on_cpu = True
+    trl_utils._use_triton = compact
+
+
+def share_forward_prefix(model):
+    """Make the backbone's loss passes compute their rows' shared prompt prefix once (`forward_shared`), and the
+    LM head score only the completions (`score_completions_only`). Returns the model; `unshare_forward_prefix`
+    undoes the first."""
+    score_completions_only()
+    backbone = _backbone(model)
+    if getattr(backbone.forward, "shares_forward_prefix", False):
+        return model
+    plain = backbone.forward
+    wrapped = functools.wraps(plain)(functools.partial(forward_shared, backbone, plain))
+    wrapped.shares_forward_prefix = True
+    backbone.forward = wrapped
+    return model
+
+
+def unshare_forward_prefix(model):
+    """Back to the backbone's own forward."""
+    backbone = _backbone(model)
+    if getattr(backbone.forward, "shares_forward_prefix", False):
+        del backbone.forward
+    return model
