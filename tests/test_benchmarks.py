@@ -20,13 +20,18 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_env_server_benchmark_runs_end_to_end(tmp_path):
+def _run_tiny(tmp_path, name: str) -> dict:
+    """`benchmarks.run_all --size tiny --only NAME` in a subprocess; the results it wrote."""
     env = {**os.environ, "AGENT_RL_RUNS": str(tmp_path / "runs")}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--only", "env_servers",
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--only", name,
                            "--out", str(tmp_path)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads((tmp_path / "results.json").read_text())
+    return json.loads((tmp_path / "results.json").read_text())
+
+
+def test_env_server_benchmark_runs_end_to_end(tmp_path):
+    data = _run_tiny(tmp_path, "env_servers")
     assert data["size"] == "tiny" and data["machine"]["cpus"] >= 1 and data["machine"]["versions"]["trl"]
     servers = data["env_servers"]["servers"]
     assert {"reasoning_gym", "reasoning_gym_baseline"} <= set(servers)
@@ -72,12 +77,7 @@ def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tmp_path)
     """Both shapes (a GRPO group, an evaluation) run every path on the tiny model: each produces its tokens, is
     reported against the floor computed from the measured GEMM rate, and the evaluation paths give the same
     greedy replies as yesterday's batches of 8."""
-    env = {**os.environ, "AGENT_RL_RUNS": str(tmp_path / "runs")}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--only", "rollouts",
-                           "--out", str(tmp_path)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads((tmp_path / "results.json").read_text())["rollouts"]
+    data = _run_tiny(tmp_path, "rollouts")["rollouts"]
     from benchmarks.rollouts import EVAL_PATHS, GROUP_PATHS
 
     assert data["limits"]["fp32_large_gflops"] > 0 and data["limits"]["copy_gb_per_s"] > 0
@@ -102,12 +102,7 @@ def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tmp_path)
 def test_loss_pass_benchmark_times_every_path_against_the_machine_floor(tmp_path):
     """The GRPO loss pass (tiny model): each path forward + backward, timed, reported against its floor and
     against the plain pass; the prompt the rows share is the real system prompt and tool schema."""
-    env = {**os.environ, "AGENT_RL_RUNS": str(tmp_path / "runs")}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--only", "loss_pass",
-                           "--out", str(tmp_path)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads((tmp_path / "results.json").read_text())["loss_pass"]
+    data = _run_tiny(tmp_path, "loss_pass")["loss_pass"]
     from benchmarks.loss_pass import PATHS
 
     assert [r["path"] for r in data["results"]] == list(PATHS) and data["tokens_per_row"] > 300

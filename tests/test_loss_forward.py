@@ -2,7 +2,8 @@
 only the completions on a CPU, give the plain pass's log-probabilities and gradients.
 
 Real model (the tiny tool-calling Qwen3), real chat template and tool schema, real reasoning_gym questions, TRL's
-own fused LM head (the one GRPOTrainer and SFTTrainer patch in); a real GRPOTrainer whose loss goes through it.
+own fused LM head (the one GRPOTrainer and SFTTrainer patch in). A real GRPOTrainer whose loss passes go
+through it: tests/test_generation.py.
 """
 
 from __future__ import annotations
@@ -12,29 +13,14 @@ import torch
 
 from helpers import loss_forward
 from helpers.loss_forward import forward_shared, share_forward_prefix, unshare_forward_prefix
-from helpers.prompts import SYSTEM_PROMPT, answer_tool
 
 
-def _scoring_batch(tokenizer, vocab, n=6):
-    """GRPOTrainer's layout: left-padded prompts (two questions, a group's rows share one), then right-padded
-    completions of different lengths; labels only on the completions."""
-    import reasoning_gym
+def _scoring_batch(tokenizer, vocab):
+    """GRPOTrainer's layout of a micro-batch (the loss benchmark's): left-padded prompts (two questions, two rows
+    each), right-padded completions of different lengths, labels only on the completions."""
+    from benchmarks.loss_pass import micro_batch
 
-    questions = [d["question"] for d in reasoning_gym.create_dataset("chain_sum", min_terms=2, max_terms=3,
-                                                                     min_digits=1, max_digits=3, seed=3, size=2)]
-    prompts = [tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT},
-                                              {"role": "user", "content": questions[i % 2]}],
-                                             tools=[answer_tool], add_generation_prompt=True, tokenize=True,
-                                             enable_thinking=False, return_dict=False) for i in range(n)]
-    gen = torch.Generator().manual_seed(0)
-    completions = [torch.randint(0, vocab, (5 + 4 * i,), generator=gen).tolist() for i in range(n)]
-    width_p, width_c = max(map(len, prompts)), max(map(len, completions))
-    ids = torch.tensor([[0] * (width_p - len(p)) + p + c + [0] * (width_c - len(c)) for p, c in zip(prompts, completions)])
-    mask = torch.tensor([[0] * (width_p - len(p)) + [1] * (len(p) + len(c)) + [0] * (width_c - len(c))
-                         for p, c in zip(prompts, completions)])
-    labels = ids.masked_fill(mask == 0, -100)
-    labels[:, :width_p] = -100
-    return ids, mask, labels
+    return micro_batch(tokenizer, vocab)[:3]
 
 
 def _model():
