@@ -1,8 +1,8 @@
-"""The loss's forward pass on CPU, without the work nothing reads: a GRPO step's scoring pass made ~2.9x faster.
+"""The loss's forward pass on CPU, without the work nothing reads: a GRPO step's scoring pass made 2.6x faster.
 
 GRPO scores each micro-batch of rollouts with one forward and one backward pass over prompt + completion, and
-two things there cost more on a CPU than they need to (notebook 01, SmolLM2-135M, 4 rows of ~430 tokens, bf16:
-4.2 s -> 1.4 s forward + backward; docs/measurements.md#notebook-01):
+two things there cost more on a CPU than they need to (notebook 01's micro-batch, SmolLM2-135M, 4 rows of ~400
+tokens, bf16: 4.8 s -> 1.9 s forward + backward; docs/measurements.md#the-grpo-loss-pass-on-cpu):
 
 - **The LM head over every position.** TRL 1.16's fused LM head projects onto the 49k-word vocabulary only the
   positions whose label counts (the completion's) where Triton runs it, but every position elsewhere, CPU
@@ -18,9 +18,9 @@ two things there cost more on a CPU than they need to (notebook 01, SmolLM2-135M
 
 `forward_shared` takes over only the calls it is exact for: TRL's scoring pass on a CPU (`use_cache=False`, a
 2-D attention mask in which each row's tokens are contiguous, no position ids, cache or embeddings of the
-caller's, no activation checkpointing) with at least `MIN_SHARED` shared tokens; everything else, generation
-and every GPU run included (not yet measured on a card), runs the plain forward. Padding positions come back
-as zeros: nothing reads them (their labels are -100).
+caller's, no activation checkpointing, no hidden states, attentions or router logits asked for) with at least
+`MIN_SHARED` shared tokens; everything else, generation and every GPU run included (not yet measured on a card),
+runs the plain forward. Padding positions come back as zeros: nothing reads them (their labels are -100).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def forward_shared(backbone, forward, input_ids=None, attention_mask=None, **kwa
     if (kwargs.get("use_cache") is not False or input_ids is None or attention_mask is None
             or attention_mask.dim() != 2 or input_ids.shape[0] < 2
             or any(kwargs.get(k) is not None for k in ("past_key_values", "inputs_embeds", "position_ids"))
+            or any(kwargs.get(k) for k in ("output_hidden_states", "output_attentions", "output_router_logits"))
             or input_ids.device.type != "cpu" or getattr(backbone, "gradient_checkpointing", False)):
         return plain()
     spans = _row_spans(attention_mask)

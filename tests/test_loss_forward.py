@@ -104,7 +104,8 @@ def test_on_a_cpu_trl_scores_every_position_unless_told_to_score_only_the_comple
 
 def test_calls_it_is_not_exact_for_run_the_plain_forward():
     """Generation (a cache, use_cache not False), position ids of the caller's, rows whose tokens are not one run,
-    fewer than MIN_SHARED shared tokens, one row: the plain forward, with the caller's arguments untouched."""
+    fewer than MIN_SHARED shared tokens, one row, hidden states or router logits asked for: the plain forward,
+    with the caller's arguments untouched."""
     calls = []
 
     class Backbone:
@@ -125,7 +126,9 @@ def test_calls_it_is_not_exact_for_run_the_plain_forward():
              dict(input_ids=ids, attention_mask=ones, use_cache=False, position_ids=ids),
              dict(input_ids=ids, attention_mask=gap, use_cache=False),
              dict(input_ids=few, attention_mask=torch.ones_like(few), use_cache=False),
-             dict(input_ids=ids[:1], attention_mask=ones[:1], use_cache=False)]
+             dict(input_ids=ids[:1], attention_mask=ones[:1], use_cache=False),
+             dict(input_ids=ids, attention_mask=ones, use_cache=False, output_hidden_states=True),
+             dict(input_ids=ids, attention_mask=ones, use_cache=False, output_router_logits=True)]
     for case in cases:
         assert forward_shared(Backbone(), plain, **case) == "plain"
     assert [c.keys() for c in calls] == [c.keys() for c in cases]
