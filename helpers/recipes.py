@@ -45,7 +45,7 @@ RECIPES: dict[str, Recipe] = {
     # preflight_n: training questions helpers.preflight samples num_generations rollouts of before training (0: skip);
     # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu: off, since cycling over the ~19
     # mixed questions memorized them (held-out -4.6 points) where fresh questions gained +5.6, +8.9, +1.7, +8.0 (four seeds,
-    # docs/measurements.md#notebook-01). cpu's temperature 0.9: the
+    # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; docs/measurements.md#notebook-01). cpu's temperature 0.9: the
     # checkpoint's pass@8 is 72 % there against 38 % at 1.2, below its greedy 53-62 % (docs/measurements.md#notebook-01).
     # cpu's eval_n 450: generation with the shared prompt prefix scores 450 questions in the time 150 took before
     # (the paired interval's half width ~4.4 points instead of ~7.7; docs/measurements.md#notebook-01).
