@@ -75,12 +75,14 @@ def time_path(model, batch, path: str, precision: str, repeats: int) -> float:
     """Median seconds of one forward + backward on `batch` along `path` (after one untimed pass)."""
     import torch
     import trl.trainer.utils as trl_utils
+    from trl.kernels.chunked_logprob import _use_triton as triton_only
 
     from helpers.loss_forward import score_completions_only, share_forward_prefix, unshare_forward_prefix
     from helpers.precision import autocast
 
     ids, mask, labels, _ = batch
-    triton_only = trl_utils._use_triton
+    before = trl_utils._use_triton
+    trl_utils._use_triton = triton_only   # TRL as shipped, even after a load_policy in this process swapped it
     unshare_forward_prefix(model)
     if path == "shared":
         share_forward_prefix(model)
@@ -97,7 +99,7 @@ def time_path(model, batch, path: str, precision: str, repeats: int) -> float:
             if i:
                 times.append(time.perf_counter() - began)
     finally:
-        trl_utils._use_triton = triton_only
+        trl_utils._use_triton = before
         unshare_forward_prefix(model)
     return statistics.median(times)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trl.kernels.chunked_logprob import _use_triton as triton_only
+
 from helpers import loss_forward
 from helpers.loss_forward import forward_shared, share_forward_prefix, unshare_forward_prefix
 
@@ -53,7 +55,7 @@ def test_shared_prefix_and_compact_scoring_give_the_plain_passs_logprobs_and_gra
 
     model, tokenizer = _model()
     ids, mask, labels = _scoring_batch(tokenizer, model.config.vocab_size)
-    monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)   # undone after the test
+    monkeypatch.setattr(trl_utils, "_use_triton", triton_only)   # TRL as shipped (a load_policy earlier swapped it)
     plain = _score(model, ids, mask, labels)
 
     shapes = []
@@ -90,7 +92,7 @@ def test_on_a_cpu_trl_scores_every_position_unless_told_to_score_only_the_comple
     apply = ChunkedLogProbFunction.apply
     monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
                         lambda hidden, *a: rows.append(hidden.shape[0]) or apply(hidden, *a))
-    monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)
+    monkeypatch.setattr(trl_utils, "_use_triton", triton_only)   # TRL as shipped (a load_policy earlier swapped it)
     before = _score(model, ids, mask, labels)
     loss_forward.score_completions_only()
     loss_forward.score_completions_only()                  # idempotent
