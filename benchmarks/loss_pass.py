@@ -65,8 +65,8 @@ def floor_flops(model, frozen: int, prompts: list[list[int]]) -> float:
     layers = model.model.layers
     per_layer = sum(p.numel() for p in layers[0].parameters())
     trained = len(layers) - frozen
-    distinct = shared_prefix_length(prompts) + sum(len(p) - shared_prefix_length(prompts) for p in prompts) \
-        + sum(COMPLETION_TOKENS)
+    shared = shared_prefix_length(prompts)
+    distinct = shared + sum(len(p) - shared for p in prompts) + sum(COMPLETION_TOKENS)
     head = model.config.vocab_size * model.config.hidden_size
     return distinct * (2 * frozen * per_layer + 6 * trained * per_layer) + sum(COMPLETION_TOKENS) * 4 * head
 

@@ -36,15 +36,28 @@ def shared_prefix_length(rows: list[list[int]]) -> int:
     return n
 
 
+def row_spans(attention_mask) -> list[tuple[int, int]] | None:
+    """(first, end) of each row's tokens in a 2-D attention mask; None when a row has no token or its tokens are
+    not one contiguous run. Shared with the loss pass (helpers/loss_forward.py)."""
+    spans = []
+    for row in attention_mask.tolist():
+        if 1 not in row:
+            return None
+        first = row.index(1)
+        end = len(row) - row[::-1].index(1)
+        if not all(row[first:end]):
+            return None
+        spans.append((first, end))
+    return spans
+
+
 def _real_rows(input_ids, attention_mask) -> list[list[int]] | None:
     """Each row's tokens without its left padding; None when a row's padding is not all on the left."""
-    rows = []
-    for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
-        start = mask.index(1) if 1 in mask else len(mask)
-        if not all(mask[start:]):
-            return None
-        rows.append(ids[start:])
-    return rows
+    spans = row_spans(attention_mask)
+    if spans is None or any(end != attention_mask.shape[1] for _, end in spans):
+        return None
+    ids = input_ids.tolist()
+    return [ids[b][first:] for b, (first, _) in enumerate(spans)]
 
 
 def _unsupported(kwargs: dict, config) -> bool:

@@ -27,23 +27,9 @@ from __future__ import annotations
 
 import functools
 
-from helpers.generation import shared_prefix_length
+from helpers.generation import row_spans, shared_prefix_length
 
 MIN_SHARED = 32       # below this the split costs more than it saves
-
-
-def _row_spans(attention_mask) -> list[tuple[int, int]] | None:
-    """(first, end) of each row's tokens; None when a row's tokens are not one contiguous run."""
-    spans = []
-    for row in attention_mask.tolist():
-        if 1 not in row:
-            return None
-        first = row.index(1)
-        end = len(row) - row[::-1].index(1)
-        if not all(row[first:end]):
-            return None
-        spans.append((first, end))
-    return spans
 
 
 def _plain_cache(backbone):
@@ -71,7 +57,7 @@ def forward_shared(backbone, forward, input_ids=None, attention_mask=None, **kwa
             or any(kwargs.get(k) for k in ("output_hidden_states", "output_attentions", "output_router_logits"))
             or input_ids.device.type != "cpu" or getattr(backbone, "gradient_checkpointing", False)):
         return plain()
-    spans = _row_spans(attention_mask)
+    spans = row_spans(attention_mask)
     if spans is None:
         return plain()
     ids = input_ids.tolist()

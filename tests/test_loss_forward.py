@@ -26,17 +26,11 @@ def _scoring_batch(tokenizer, vocab):
 
 
 def _model():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl.trainer.utils import add_fused_lm_head
+    """The tiny tool-calling Qwen3 with TRL's fused LM head patched in, as GRPOTrainer does, and its embeddings and
+    lowest layer frozen (FREEZE_LAYERS): the loss benchmark's tiny model."""
+    from benchmarks.loss_pass import load
 
-    from helpers.offline_models import resolve_model
-
-    path = resolve_model("tiny-toolcall")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    add_fused_lm_head(model, temperature=0.9, outputs=("log_probs", "entropy"))   # as GRPOTrainer does
-    model.model.embed_tokens.requires_grad_(False)       # FREEZE_LAYERS: the lowest layers get no gradient
-    model.model.layers[0].requires_grad_(False)
-    return model, AutoTokenizer.from_pretrained(path)
+    return load("tiny")
 
 
 def _score(model, ids, mask, labels):
