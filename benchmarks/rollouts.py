@@ -16,7 +16,13 @@ Paths, each timed on the same inputs:
     group:      repeated         `model.generate` on the prompt repeated: what TRL 1.16's GRPOTrainer does without vLLM
                 shared           `helpers.generation.generate_shared`: the prompt prefilled once into a static KV cache
                                  for every row (what load_policy's models now do inside GRPOTrainer)
-                shared_bf16      the same under bf16 autocast (what a notebook runs where choose_precision picks bf16)
+                shared_bf16      the same under one bf16 autocast region (what an evaluation runs where choose_precision
+                                 picks bf16; autocast keeps its casts of weights that need gradients for the region)
+                trainer_bf16     the same as GRPOTrainer runs it on a bf16 CPU: notebook 01's first 12 layers frozen and
+                                 one autocast region per forward call (accelerate's wrapping), so every decode step
+                                 casts every weight again
+                trainer_bf16_reused  the same with `helpers.precision.reuse_weight_casts` (load_policy's models): each
+                                 weight cast once per change
                 continuous_fork  transformers' continuous batching, one prompt forked `rollouts` times (a reference;
                                  docs/measurements.md has the other continuous-batching variants)
     evaluation: batch8           yesterday's generate_replies: plain `generate`, batches of 8 in question order
@@ -32,6 +38,7 @@ say whether their greedy replies are identical to batch8's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -46,7 +53,8 @@ SIZES = {  # size -> model, rollouts in a group, group new tokens, evaluation qu
 }
 TEMPERATURE = 0.9            # notebook 01's cpu profile
 EVAL_NEW_TOKENS = 128        # notebook 01's cpu profile (eval_max_new_tokens)
-GROUP_PATHS = ("repeated", "shared", "shared_bf16", "continuous_fork")
+GROUP_PATHS = ("repeated", "shared", "shared_bf16", "trainer_bf16", "trainer_bf16_reused", "continuous_fork")
+FROZEN_LAYERS = 12           # notebook 01's cpu profile (freeze_layers)
 EVAL_PATHS = ("batch8", "shared_b8", "shared_b32", "shared_b64")
 PATHS = GROUP_PATHS + EVAL_PATHS
 BASELINE = {"group": "repeated", "evaluation": "batch8"}
@@ -128,9 +136,41 @@ def _group(model, prompt, rollouts, new_tokens, eos, pad, path):
     elif path in ("shared", "shared_bf16"):
         with autocast("bf16" if path == "shared_bf16" else None, "cpu"):
             out = generate_shared(model, ids, torch.ones_like(ids), **kwargs)
+    elif path.startswith("trainer_bf16"):
+        with _as_trainer_runs_it(model, reuse=path.endswith("reused")):
+            out = generate_shared(model, ids, torch.ones_like(ids), **kwargs)
     else:
         return _continuous_fork(model, prompt, rollouts, new_tokens, eos, pad)
     return out[:, len(prompt):].tolist()
+
+
+@contextlib.contextmanager
+def _as_trainer_runs_it(model, reuse: bool):
+    """`model` with notebook 01's frozen layers and each forward call in its own bf16 autocast region (what
+    accelerate's prepare_model does under mixed precision), optionally reusing weight casts; restored after."""
+    import torch
+
+    from helpers.precision import drop_weight_casts, reuse_weight_casts
+
+    frozen = [p for layer in model.model.layers[:FROZEN_LAYERS] for p in layer.parameters() if p.requires_grad]
+    forward = model.forward
+
+    def per_call(*args, **kwargs):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return forward(*args, **kwargs)
+
+    for p in frozen:
+        p.requires_grad_(False)
+    model.forward = per_call
+    if reuse:
+        reuse_weight_casts(model)
+    try:
+        yield
+    finally:
+        drop_weight_casts(model)
+        del model.forward
+        for p in frozen:
+            p.requires_grad_(True)
 
 
 def _continuous_fork(model, prompt, rollouts, new_tokens, eos, pad):

@@ -61,13 +61,16 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
 
     The model's `generate` computes the prompt prefix its rows share once (`helpers.generation.share_prompt_prefix`):
     GRPOTrainer's rollouts and every evaluation get it without asking. On a CPU its loss passes do too, and score
-    only the completions (`helpers.loss_forward.share_forward_prefix`).
+    only the completions (`helpers.loss_forward.share_forward_prefix`), and under bf16 autocast its no-gradient
+    passes cast each weight to bf16 once per optimizer step, not at every decode step
+    (`helpers.precision.reuse_weight_casts`).
     """
     import torch
     from transformers import AutoModelForCausalLM
 
     from helpers.generation import share_prompt_prefix
     from helpers.loss_forward import share_forward_prefix
+    from helpers.precision import reuse_weight_casts
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = resolve_model(name)
@@ -111,6 +114,8 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
     # every rollout and every evaluation question starts with the same system prompt and tool schema: its keys
     # and values are computed once per batch, not once per row (helpers/generation.py; same tokens, faster)
     model = model if lora == "qlora" else model.to(device)
+    if model.device.type == "cpu":   # under bf16 autocast, each weight cast once per change (helpers/precision.py)
+        reuse_weight_casts(model)
     return share_forward_prefix(share_prompt_prefix(model))
 
 

@@ -158,3 +158,60 @@ def autocast(precision: str | None, device_type: str = "cpu"):
     if precision not in PRECISIONS:
         raise PrecisionError(f"Unknown precision {precision!r}: use one of {PRECISIONS}.")
     return torch.autocast(device_type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
+def reuse_weight_casts(model):
+    """Cast each fp32 linear weight to bf16 once per change, not once per product, in no-gradient passes under
+    CPU bf16 autocast (every rollout, evaluation and preflight). Returns the model; `drop_weight_casts` undoes it.
+
+    Autocast casts a linear layer's fp32 weight to bf16 at every product. It keeps a cast only for weights that
+    need gradients and only until the outermost autocast region ends, and accelerate enters one region per
+    `forward` call: inside GRPOTrainer every decode step casts every weight again, the frozen layers' included
+    (12 ms of a 16-row decode step of SmolLM2, benchmarks/rollouts.py). Here each `nn.Linear` keeps its bf16 copy
+    until the weight changes (an optimizer step bumps the tensor's version) and lends it to the product. The copy
+    is what autocast would have made, so outputs are bit-identical (tests/test_precision.py). Passes that build a
+    graph (the loss) are untouched. CPU only: on a card the copies would take memory the plan does not count."""
+    import torch
+    from torch import nn
+
+    if getattr(model, "_weight_cast_hooks", None):
+        return model
+    copies: dict = {}   # module -> (the versions its copies were cast at, {name: bf16 copy})
+
+    def lend(module, args):
+        weight = module._parameters.get("weight")
+        if (torch.is_grad_enabled() or weight is None or weight.dtype != torch.float32 or weight.device.type != "cpu"
+                or not torch.is_autocast_enabled("cpu") or torch.get_autocast_dtype("cpu") != torch.bfloat16):
+            return
+        own = {name: t for name, t in module._parameters.items() if t is not None}
+        key = tuple((t._version, t.data_ptr()) for t in own.values())
+        held = copies.get(module)
+        if held is None or held[0] != key:
+            held = (key, {name: nn.Parameter(t.detach().to(torch.bfloat16), requires_grad=False)
+                          for name, t in own.items()})
+            copies[module] = held
+        module.__dict__["_lent_from"] = own
+        module._parameters.update(held[1])
+
+    def give_back(module, args, output):
+        own = module.__dict__.pop("_lent_from", None)
+        if own is not None:
+            module._parameters.update(own)
+
+    hooks = []
+    for module in model.modules():
+        if type(module) is nn.Linear:
+            hooks.append(module.register_forward_pre_hook(lend))
+            hooks.append(module.register_forward_hook(give_back, always_call=True))
+    model._weight_cast_hooks = hooks
+    model._weight_cast_copies = copies
+    return model
+
+
+def drop_weight_casts(model):
+    """Undo `reuse_weight_casts`: the hooks and the bf16 copies go."""
+    for hook in getattr(model, "_weight_cast_hooks", None) or []:
+        hook.remove()
+    model._weight_cast_hooks = None
+    model._weight_cast_copies = None
+    return model

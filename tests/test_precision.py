@@ -142,3 +142,75 @@ def test_the_policy_goes_where_training_will_run(monkeypatch):
     monkeypatch.setattr(torch.nn.Module, "to", lambda self, *args, **kw: moved.append(args[0] if args else kw) or self)
     model = load_policy("tiny")
     assert moved == ["cuda"] and next(model.parameters()).dtype == torch.float32
+
+
+def _accelerated(model):
+    """`model` as GRPOTrainer runs it on a bf16 CPU: accelerate's prepare_model wraps each forward in its own
+    autocast region (mirrored here: an Accelerator's mixed precision is fixed per process, and earlier tests'
+    trainers set it)."""
+    import functools
+
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def wrapped(*args, **kwargs):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return forward(*args, **kwargs)
+
+    model.forward = wrapped
+    return model
+
+
+def _sample(model, ids, seed):
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=1.0,
+                              top_k=0, top_p=1.0, max_new_tokens=12, pad_token_id=0)
+
+
+def test_reused_weight_casts_give_autocasts_tokens_and_follow_each_optimizer_step():
+    """The bf16 copies are the casts autocast makes: the same logits and sampled tokens, with layers frozen as
+    notebook 01 freezes them, before and after an optimizer step moves the trained weights."""
+    from helpers.precision import drop_weight_casts, reuse_weight_casts
+
+    model = load_policy("tiny", device="cpu")
+    assert model._weight_cast_hooks   # load_policy installs it on CPU
+    model.model.layers[0].requires_grad_(False)
+    model = _accelerated(model).eval()
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]] * 3)
+
+    def both():
+        reuse_weight_casts(model)
+        with torch.no_grad():
+            reused = model(input_ids=ids).logits
+        tokens = _sample(model, ids, seed=1)
+        assert len(model._weight_cast_copies) == sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+        drop_weight_casts(model)
+        with torch.no_grad():
+            plain = model(input_ids=ids).logits
+        assert torch.equal(reused, plain) and torch.equal(tokens, _sample(model, ids, seed=1))
+        assert all(p.dtype == torch.float32 for p in model.parameters())   # lent copies were given back
+        return plain
+
+    before = both()
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=1e-2)
+    reuse_weight_casts(model)
+    model.train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, labels=ids).loss   # a pass with a graph: the fp32 weights, not the copies
+    loss.backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in trained)
+    optimizer.step()
+    model.eval()
+    after = both()
+    assert not torch.equal(before, after)   # the step moved the weights, and the copies followed
+
+
+def test_a_failing_product_gives_the_fp32_weight_back():
+    from helpers.precision import reuse_weight_casts
+
+    layer = reuse_weight_casts(torch.nn.Sequential(torch.nn.Linear(4, 3, bias=False)))[0]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError):
+        layer(torch.ones(2, 5))
+    assert layer.weight.dtype == torch.float32 and layer.weight.requires_grad
