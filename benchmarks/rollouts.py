@@ -251,7 +251,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
             result["evaluation"] = {"model": label, "questions": len(prompts), "max_new_tokens": EVAL_NEW_TOKENS,
                                     "prompt_tokens_mean": round(sum(map(len, prompts)) / len(prompts), 1)}
         out(f"\n{shape}: {result[shape]}")
-        baseline_replies = None
+        baseline_replies = trainer_rollouts = None
         with torch.no_grad():
             model.generate(input_ids=torch.tensor([prompts[0][:8]]), max_new_tokens=2, do_sample=False, pad_token_id=pad)
             for path_name, call in calls.items():
@@ -267,10 +267,16 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
                     if shape == "evaluation":
                         baseline_replies = baseline_replies or generated
                         row["same_replies_as_batch8"] = sum(a == b for a, b in zip(generated, baseline_replies))
+                    elif path_name == "trainer_bf16":
+                        trainer_rollouts = generated
+                    elif path_name == "trainer_bf16_reused":   # the reused casts are autocast's: the same draws
+                        row["same_tokens_as_trainer_bf16"] = generated == trainer_rollouts
                     out(f"  {path_name:<16} {seconds:7.2f} s  {tokens:6d} tokens  {tokens / seconds:7.1f} tokens/s  "
                         f"{row['of_floor']:6.1%} of the floor ({row['floor_s']} s)"
                         + (f"  same replies {row['same_replies_as_batch8']}/{len(prompts)}" if shape == "evaluation"
-                           else ""))
+                           else "")
+                        + (f"  same tokens as trainer_bf16: {row['same_tokens_as_trainer_bf16']}"
+                           if "same_tokens_as_trainer_bf16" in row else ""))
                 except Exception as exc:   # a path that fails here is a result: keep the error, measure the others
                     row.update(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-2000:])
                     out(f"  {path_name:<16} FAILED: {row['error']}")

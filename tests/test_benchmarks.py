@@ -75,8 +75,8 @@ def test_every_benchmark_imports_and_its_table_renders():
 
 def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tmp_path):
     """Both shapes (a GRPO group, an evaluation) run every path on the tiny model: each produces its tokens, is
-    reported against the floor computed from the measured GEMM rate, and the evaluation paths give the same
-    greedy replies as yesterday's batches of 8."""
+    reported against the floor computed from the measured GEMM rate, the evaluation paths give the same
+    greedy replies as yesterday's batches of 8, and the trainer's rollouts the same tokens with casts reused."""
     data = _run_tiny(tmp_path, "rollouts")["rollouts"]
     from benchmarks.rollouts import EVAL_PATHS, GROUP_PATHS
 
@@ -92,6 +92,8 @@ def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tmp_path)
         if shape == "group":   # every rollout produced at least one token and at most max_new_tokens
             assert group["rollouts"] <= row["tokens"] <= group["rollouts"] * group["max_new_tokens"], name
             assert row["shared_prefix_tokens"] == group["prompt_tokens"] - 1
+            if name == "trainer_bf16_reused":
+                assert row["same_tokens_as_trainer_bf16"] is True
         else:
             assert row["same_replies_as_batch8"] == evaluation["questions"], name
             assert row["shared_prefix_tokens"] > 200          # the system prompt + tool schema
