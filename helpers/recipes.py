@@ -45,10 +45,12 @@ RECIPES: dict[str, Recipe] = {
     # preflight_n: training questions helpers.preflight samples num_generations rollouts of before training (0: skip);
     # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu: off, since cycling over the ~19
     # mixed questions memorized them (held-out -4.6 points) where fresh questions gained +5.6, +8.9, +1.7, +8.0 (four seeds,
-    # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; docs/measurements.md#notebook-01). cpu's temperature 0.9: the
+    # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; with reused weight casts, 73-76 steps: +8.1,
+    # +3.1, +9.0; docs/measurements.md#notebook-01). cpu's temperature 0.9: the
     # checkpoint's pass@8 is 72 % there against 38 % at 1.2, below its greedy 53-62 % (docs/measurements.md#notebook-01).
-    # cpu's eval_n 450: generation with the shared prompt prefix scores 450 questions in the time 150 took before
-    # (the paired interval's half width ~4.4 points instead of ~7.7; docs/measurements.md#notebook-01).
+    # cpu's eval_n 900: with the shared prompt prefix and reused weight casts, 900 questions take ~300 s, what 150
+    # took at first; the paired interval's half width is ~3 points (~4.4 at 450, ~7.7 at 150), enough to resolve the
+    # +3 points the weakest measured seed gained (docs/measurements.md#notebook-01).
     # lr_scheduler_type "linear" (TRL's default) in every profile: it decays over max_steps, so a cpu run the cap stops
     # at step ~40 of 80 ends at half the lr. "constant" kept the full lr to the end: seed 0 went -0.7 [-5.5, +4.1]
     # where linear gained +5.6 [+1.2, +10.1] (docs/measurements.md#notebook-01).
@@ -73,7 +75,7 @@ RECIPES: dict[str, Recipe] = {
                     "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104, "freeze_layers": 12,
                     "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "linear",
                     "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
-                    "eval_n": 450, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
+                    "eval_n": 900, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
                     "preflight_n": 32, "mixed_only": False, "checkpoint_steps": 0, "min_steps": 22},
             "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                     "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
