@@ -167,7 +167,8 @@ def _as_trainer_runs_it(model, reuse: bool):
     try:
         yield
     finally:
-        drop_weight_casts(model)
+        if reuse:
+            drop_weight_casts(model)
         del model.forward
         for p in frozen:
             p.requires_grad_(True)
