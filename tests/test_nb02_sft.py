@@ -168,7 +168,10 @@ def test_notebook_tiny(notebook_runner):
     n = metrics["episodes_requested"]
     assert metrics["episodes_collected"] + metrics["episodes_failed"] == n
     assert metrics["episodes_kept"] + metrics["episodes_wrong"] == metrics["episodes_collected"]
-    assert 1 <= metrics["episodes_kept"] < n
+    # the questions are drawn at random per episode (upstream `openenv collect` passes no seed), so how many of the
+    # teacher's seeded mistakes land in 12 episodes varies (none ~4 % of runs): the filter is checked against the
+    # saved rewards below, not against a count
+    assert 1 <= metrics["episodes_kept"] <= n
     assert metrics["length_p50"] <= metrics["length_p95"] <= metrics["length_p99"] < metrics["max_length"]
     assert metrics["kept_rewards"] and all(r == 1.0 for r in metrics["kept_rewards"])   # the filter kept reward 1 only
     assert metrics["sft_steps"] >= 1 and metrics["sft_seconds"] > 0
@@ -198,6 +201,8 @@ def test_notebook_tiny(notebook_runner):
     records = load_results(rollouts_folder(checkpoint.parent, "chain_sum", metrics["dataset_config"],
                                            teacher="chain-sum-teacher-worked"))
     assert len(records) == metrics["episodes_collected"]
+    assert sum(r["reward"] == 1.0 for r in records) == metrics["episodes_kept"]   # kept: exactly the reward-1 episodes
+    assert sum(r["reward"] != 1.0 for r in records) == metrics["episodes_wrong"]
     assert all(r["messages"][1]["content"].endswith(".") for r in records)  # "... 47 + 38 = 85."
     assert "working ends in the answer" in text
     # rollouts shown whole (helpers.show): a collected teacher episode (its tool call, the environment's reply,
