@@ -51,6 +51,8 @@ RECIPES: dict[str, Recipe] = {
     # cpu's eval_n 900: with the shared prompt prefix and reused weight casts, 900 questions take ~300 s, what 150
     # took at first; the paired interval's half width is ~3 points (~4.4 at 450, ~7.7 at 150), enough to resolve the
     # +3 points the weakest measured seed gained (docs/measurements.md#notebook-01).
+    # cpu's learning_rate 1e-5: 2e-5 gained more on one seed (+6.2 against +3.1) and collapsed another within 10 steps
+    # (held-out probe 44 % -> 19 %, half the replies cut at max_completion_length; docs/measurements.md#notebook-01).
     # lr_scheduler_type "linear" (TRL's default) in every profile: it decays over max_steps, so a cpu run the cap stops
     # at step ~40 of 80 ends at half the lr. "constant" kept the full lr to the end: seed 0 went -0.7 [-5.5, +4.1]
     # where linear gained +5.6 [+1.2, +10.1] (docs/measurements.md#notebook-01).
