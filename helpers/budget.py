@@ -16,12 +16,16 @@ from __future__ import annotations
 import time
 
 
-def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_after: int = 2, out=print):
+def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_after: int = 2,
+                         after_training: tuple[str, float | None] | None = None, out=print):
     """A TrainerCallback that estimates the run's length and ends training after `minutes` (None: never).
 
     `min_steps`: the cap never stops training before this step. A recipe sets it to the fewest steps that
     showed its gain in measured runs, so a slow machine trains longer (and says so after two steps, with the
-    numbers) rather than stopping early with a change nobody can tell from noise."""
+    numbers) rather than stopping early with a change nobody can tell from noise.
+    `after_training`: (what, seconds) of work that follows training and was already timed once on this
+    machine (the evaluation after training repeats the one before), so the estimate says when the run ends,
+    not only when training does; seconds None: not timed, nothing said."""
     from transformers import TrainerCallback
 
     class TrainingBudget(TrainerCallback):
@@ -70,6 +74,14 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             per_step = self.seconds_per_step
             total = per_step * planned
             out(f"{per_step:.1f} s a step on this machine: {planned} steps take about {total / 60:.1f} min", flush=True)
+            self._warn(planned, per_step, total)
+            if after_training is not None and after_training[1]:
+                what, seconds = after_training
+                training = total if minutes is None else min(total, max(minutes * 60, min(min_steps, planned) * per_step))
+                out(f"then {what}: about {seconds / 60:.0f} min, as long as before training, so training and "
+                    f"{what} end in about {(training + seconds) / 60:.0f} min", flush=True)
+
+        def _warn(self, planned: int, per_step: float, total: float) -> None:
             if minutes is None or total <= minutes * 60:
                 return
             reachable = int(minutes * 60 / per_step)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from dataclasses import asdict, dataclass, field
 
 from helpers.precision import autocast
@@ -58,6 +59,7 @@ class EvalResult(Summarized):
     exact: float = 0.0
     exact_ci: tuple[float, float] = (0.0, 0.0)
     samples: list[dict] = field(default_factory=list)
+    seconds: float | None = None   # wall time of the evaluation: what the one after training will take again
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -216,6 +218,7 @@ def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "cha
     """
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
+    started = time.perf_counter()
     with ReasoningGymEnv(base_url=base_url).sync() as env:
         first = env.reset(dataset_name=dataset_name, dataset_config=dataset_config or {}, seed=seed, size=n)
         questions = [first.observation.question] + [env.reset().observation.question for _ in range(n - 1)]
@@ -243,4 +246,5 @@ def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "cha
     exact = sum(s["score"] == 1.0 for s in samples)
     return EvalResult(n=n, format_compliance=formatted / n, accuracy=total / n,
                       format_ci=wilson_interval(formatted, n), accuracy_ci=wilson_interval(total, n),
-                      exact=exact / n, exact_ci=wilson_interval(exact, n), samples=samples)
+                      exact=exact / n, exact_ci=wilson_interval(exact, n), samples=samples,
+                      seconds=round(time.perf_counter() - started, 1))

@@ -92,7 +92,8 @@ def evaluation_metrics(before, after) -> dict:
         for when, result in (("before", before), ("after", after)):
             out.update({f"format_{when}": result.format_compliance, f"format_ci_{when}": result.format_ci,
                         f"accuracy_{when}": result.accuracy, f"accuracy_ci_{when}": result.accuracy_ci,
-                        f"exact_{when}": result.exact, f"exact_ci_{when}": result.exact_ci})
+                        f"exact_{when}": result.exact, f"exact_ci_{when}": result.exact_ci,
+                        f"eval_seconds_{when}": result.seconds})
         return out
     from helpers.evaluation import paired_change
 

@@ -79,3 +79,42 @@ def test_a_budget_too_short_for_the_recipes_minimum_trains_to_the_minimum_and_sa
     assert stopped_at == 4  # over the time cap from step 3 on, but not before the minimum
     assert "of 10 steps, fewer than the 4 this recipe needed" in lines[1] and "MIN_STEPS=0" in lines[1]
     assert budget.summary()["budget_extended"] is True and budget.summary()["min_steps"] == 4
+
+
+def test_the_estimate_says_when_the_evaluation_after_training_ends():
+    """A learner on a slow laptop sees after two steps when the run ends, not only when training does: the
+    evaluation after training takes as long as the one before it, which the notebook timed."""
+    import time
+
+    from transformers import TrainerControl, TrainerState
+
+    from helpers.budget import time_budget_callback
+
+    def two_steps(budget, step_seconds):   # the callback prints through the `out` it was built with
+        state = TrainerState(global_step=0, max_steps=10)
+        budget.on_train_begin(None, state, TrainerControl())
+        for step in (1, 2):
+            budget.on_step_begin(None, state, TrainerControl())
+            time.sleep(step_seconds)
+            state.global_step = step
+            budget.on_step_end(None, state, TrainerControl())
+
+    lines = []
+    # no cap: 10 steps of ~0.05 s, then an evaluation timed at 600 s -> it all ends in about 10 min
+    budget = time_budget_callback(None, after_training=("the evaluation after training", 600.0),
+                                  out=lambda line, **kw: lines.append(line))
+    two_steps(budget, 0.05)
+    assert lines[-1] == ("then the evaluation after training: about 10 min, as long as before training, so "
+                         "training and the evaluation after training end in about 10 min")
+    # a cap shorter than the plan: training counts the cap
+    lines.clear()
+    capped = time_budget_callback(1.0 / 60, min_steps=0, after_training=("the evaluation", 1200.0),
+                                  out=lambda line, **kw: lines.append(line))
+    two_steps(capped, 0.3)   # 10 steps of 0.3 s = 3 s > the 1 s cap: training ~1 s, then 20 min
+    assert "stops training after about 3 of 10 steps" in lines[1]
+    assert lines[-1].endswith("end in about 20 min")
+    # an evaluation loaded from an older run has no timing: nothing is said about it
+    lines.clear()
+    quiet = time_budget_callback(None, after_training=("the evaluation", None), out=lambda line, **kw: lines.append(line))
+    two_steps(quiet, 0.0)
+    assert len(lines) == 1 and lines[0].endswith("min")

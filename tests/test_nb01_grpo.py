@@ -28,6 +28,9 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert metrics["profile"] == "tiny" and metrics["env_server"] == "local"
     assert metrics["steps"] == 2 == metrics["steps_run"] == metrics["steps_planned"]
     assert metrics["stopped_by_time_budget"] is False and metrics["seconds_per_step"] > 0
+    # the estimate after two steps says when the evaluation after training ends, from the one before it
+    assert metrics["eval_seconds_before"] > 0 and metrics["eval_seconds_after"] > 0
+    assert "then the evaluation after training: about" in text
     assert_precision_recorded(metrics, text)
     assert metrics["env_sessions"] == metrics["generation_batch_size"] + 1
     assert 1 <= metrics["env_pool_size"] <= metrics["generation_batch_size"] < metrics["env_sessions"]
