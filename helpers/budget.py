@@ -78,8 +78,8 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             if after_training is not None and after_training[1]:
                 what, seconds = after_training
                 training = total if minutes is None else min(total, max(minutes * 60, min(min_steps, planned) * per_step))
-                out(f"then {what}: about {seconds / 60:.0f} min, as long as before training, so training and "
-                    f"{what} end in about {(training + seconds) / 60:.0f} min", flush=True)
+                out(f"then {what}: about {seconds / 60:.0f} min, as long as before training; both done about "
+                    f"{(training + seconds) / 60:.0f} min after training began", flush=True)
 
         def _warn(self, planned: int, per_step: float, total: float) -> None:
             if minutes is None or total <= minutes * 60:

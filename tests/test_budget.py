@@ -104,15 +104,15 @@ def test_the_estimate_says_when_the_evaluation_after_training_ends():
     budget = time_budget_callback(None, after_training=("the evaluation after training", 600.0),
                                   out=lambda line, **kw: lines.append(line))
     two_steps(budget, 0.05)
-    assert lines[-1] == ("then the evaluation after training: about 10 min, as long as before training, so "
-                         "training and the evaluation after training end in about 10 min")
+    assert lines[-1] == ("then the evaluation after training: about 10 min, as long as before training; both done "
+                         "about 10 min after training began")
     # a cap shorter than the plan: training counts the cap
     lines.clear()
     capped = time_budget_callback(1.0 / 60, min_steps=0, after_training=("the evaluation", 1200.0),
                                   out=lambda line, **kw: lines.append(line))
     two_steps(capped, 0.3)   # 10 steps of 0.3 s = 3 s > the 1 s cap: training ~1 s, then 20 min
     assert "stops training after about 3 of 10 steps" in lines[1]
-    assert lines[-1].endswith("end in about 20 min")
+    assert lines[-1].endswith("done about 20 min after training began")
     # an evaluation loaded from an older run has no timing: nothing is said about it
     lines.clear()
     quiet = time_budget_callback(None, after_training=("the evaluation", None), out=lambda line, **kw: lines.append(line))
