@@ -46,7 +46,7 @@ RECIPES: dict[str, Recipe] = {
     # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu: off, since cycling over the ~19
     # mixed questions memorized them (held-out -4.6 points) where fresh questions gained +5.6, +8.9, +1.7, +8.0 (four seeds,
     # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; with reused weight casts, 73-76 steps: +8.1,
-    # +3.1, +9.0; docs/measurements.md#notebook-01). cpu's temperature 0.9: the
+    # +3.1, +9.0, +7.1; docs/measurements.md#notebook-01). cpu's temperature 0.9: the
     # checkpoint's pass@8 is 72 % there against 38 % at 1.2, below its greedy 53-62 % (docs/measurements.md#notebook-01).
     # cpu's eval_n 900: with the shared prompt prefix and reused weight casts, 900 questions take ~300 s, what 150
     # took at first; the paired interval's half width is ~3 points (~4.4 at 450, ~7.7 at 150), enough to resolve the
