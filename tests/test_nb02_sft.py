@@ -188,10 +188,10 @@ def test_notebook_tiny(notebook_runner):
     # a step budget: every planned step ran, and the estimate after two steps was printed and recorded
     assert metrics["steps_run"] == metrics["sft_steps"] == metrics["steps_planned"] == metrics["sft_max_steps"]
     assert metrics["stopped_by_time_budget"] is False and metrics["seconds_per_step"] > 0
+    text = cell_outputs_text(executed)
     # from the second step on, the estimate says when the evaluation after training ends (the one before was timed)
     assert metrics["eval_seconds_before"] > 0
-    assert ("then the evaluation after training: about" in cell_outputs_text(executed)) == (metrics["steps_run"] >= 2)
-    text = cell_outputs_text(executed)
+    assert ("then the evaluation after training: about" in text) == (metrics["steps_run"] >= 2)
     assert "PAD/BOS/EOS" not in text   # load_policy aligned the special tokens: SFTTrainer has nothing to warn about
     assert_precision_recorded(metrics, text)
     checkpoint = Path(metrics["checkpoint"])
