@@ -121,6 +121,52 @@ def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> Pai
                         gained=sum(d > 0 for d in diffs), lost=sum(d < 0 for d in diffs))
 
 
+
+@dataclass
+class KindChange:
+    """The paired change on the held-out questions of one kind (`change_by_kind`)."""
+
+    kind: str
+    n: int
+    before: float   # share exactly right (score 1.0) before training
+    after: float
+    gained: int     # questions of this kind wrong before and right after
+    lost: int
+
+
+class ChangeByKind(list):
+    """`KindChange` rows, most common kind first; prints as a table, `records()` for metrics.json."""
+
+    def __str__(self) -> str:
+        width = max([len(row.kind) for row in self] + [4])
+        lines = [f"{'kind':<{width}}  {'n':>4}  before   after  gained  lost"]
+        lines += [f"{row.kind:<{width}}  {row.n:>4}  {row.before:>6.0%}  {row.after:>6.0%}  {row.gained:>6}  {row.lost:>4}"
+                  for row in self]
+        return "\n".join(lines)
+
+    def records(self) -> list[dict]:
+        return [asdict(row) for row in self]
+
+
+def change_by_kind(before: EvalResult, after: EvalResult, kind_of) -> ChangeByKind:
+    """Split a paired before/after evaluation by `kind_of(question)` (for chain_sum,
+    `helpers.local_teacher.working_kind`): where training gained and where it lost, which one number hides.
+
+    Counts exact answers (score 1.0), like `EvalResult.exact`."""
+    paired_change(before, after)   # the same questions, or a clear error
+    rows: dict[str, list[int]] = {}
+    for b, a in zip(before.samples, after.samples):
+        right_before, right_after = b["score"] == 1.0, a["score"] == 1.0
+        row = rows.setdefault(kind_of(a["question"]), [0, 0, 0, 0, 0])
+        row[0] += 1
+        row[1] += right_before
+        row[2] += right_after
+        row[3] += right_after and not right_before
+        row[4] += right_before and not right_after
+    return ChangeByKind(KindChange(kind, n, right_before / n, right_after / n, gained, lost)
+                        for kind, (n, right_before, right_after, gained, lost)
+                        in sorted(rows.items(), key=lambda item: (-item[1][0], item[0])))
+
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
 

@@ -81,6 +81,40 @@ def test_paired_change_compares_the_same_questions(rg_server, tiny_toolcall):
         paired_change(before, other)
 
 
+
+def test_change_by_kind_splits_the_paired_change_by_kind_of_question():
+    """Rows per kind of real chain_sum question; exact answers (1.0) only, so partial credit counts as wrong."""
+    import reasoning_gym
+
+    from helpers.evaluation import EvalResult, change_by_kind
+    from helpers.local_teacher import working_kind
+
+    questions = [e["question"] for e in reasoning_gym.create_dataset(
+        "chain_sum", seed=5, size=60, min_terms=2, max_terms=2, min_digits=2, max_digits=2)]
+    def result(scores):
+        return EvalResult(n=len(scores), format_compliance=1.0, accuracy=sum(scores) / len(scores),
+                          format_ci=(0.0, 1.0), accuracy_ci=(0.0, 1.0),
+                          samples=[{"question": q, "score": s} for q, s in zip(questions, scores)])
+    before = result([1.0 if i % 3 == 0 else 0.0 for i in range(60)])
+    after = result([1.0 if i % 2 == 0 else (0.5 if i % 5 == 0 else 0.0) for i in range(60)])
+    rows = change_by_kind(before, after, working_kind)
+
+    assert [row.n for row in rows] == sorted((row.n for row in rows), reverse=True) and sum(r.n for r in rows) == 60
+    for row in rows:
+        pairs = [(b["score"], a["score"]) for b, a in zip(before.samples, after.samples)
+                 if working_kind(b["question"]) == row.kind]
+        assert row.n == len(pairs)
+        assert row.before == sum(b == 1.0 for b, _ in pairs) / row.n and row.after == sum(a == 1.0 for _, a in pairs) / row.n
+        assert row.gained == sum(b < 1.0 == a for b, a in pairs) and row.lost == sum(b == 1.0 > a for b, a in pairs)
+    assert sum(row.gained for row in rows) == 20 and sum(row.lost for row in rows) == 10   # i%6 in {2,4} gained, i%6==3 lost
+    assert str(rows).splitlines()[0].split() == ["kind", "n", "before", "after", "gained", "lost"]
+    assert rows.records()[0] == {"kind": rows[0].kind, "n": rows[0].n, "before": rows[0].before,
+                                 "after": rows[0].after, "gained": rows[0].gained, "lost": rows[0].lost}
+    shuffled = copy.deepcopy(before)
+    shuffled.samples.reverse()
+    with pytest.raises(ValueError, match="same questions"):
+        change_by_kind(before, shuffled, working_kind)
+
 def test_one_tool_call_parser_for_both_evaluations():
     from helpers.evaluation import parse_answer_call, parse_tool_calls
 

@@ -126,6 +126,31 @@ def test_worked_solution_is_true_arithmetic_ending_in_the_answer():
     assert worked_solution("What is 3 * 4 =") is None
 
 
+
+def test_working_kind_names_the_column_work_of_real_questions():
+    """Checked against the arithmetic itself on notebook 01's sums (two 2-digit terms): a carry when the ones
+    digits reach 10, a borrow when the larger number's ones digit is the smaller, negative when a < b."""
+    import re
+
+    from helpers.local_teacher import working_kind
+
+    seen = set()
+    for entry in chain_sum_entries(n=300, seed=11, max_terms=2, min_digits=2, max_digits=2):
+        a, op, b = re.search(r"(\d+) ([+-]) (\d+) =", entry["question"]).groups()
+        a, b = int(a), int(b)
+        if op == "+":
+            expected = "addition, " + ("carry" if a % 10 + b % 10 >= 10 else "no carry")
+        else:
+            big, small = max(a, b), min(a, b)
+            expected = "subtraction, " + ("borrow" if big % 10 < small % 10 else "no borrow")
+            expected += ", negative result" if a < b else ""
+        assert working_kind(entry["question"]) == expected, entry["question"]
+        seen.add(expected)
+    assert len(seen) == 6   # every kind the 2-term sums have turned up
+    three_terms = "State the final answer to the following arithmetic problem: 12 + 34 - 50 ="
+    assert working_kind(three_terms) == "addition and subtraction, no carry, borrow, negative result"
+    assert working_kind("What is 3 * 4 =") == working_kind("Problem: 7 =") == "not a chain sum"
+
 def test_show_work_puts_the_working_before_the_tool_call(tmp_path):
     import openai
 

@@ -99,6 +99,11 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert metrics["eval_n"] == 8
     assert_before_after_metrics(metrics)
     assert metrics["format_before"] > 0  # the tool-call format survives into the evaluation parser
+    # the same change split by kind of sum (section 12): every held-out question in one row, exact answers
+    rows = metrics["by_kind"]
+    assert sum(row["n"] for row in rows) == metrics["eval_n"] and "kind" in text and rows[0]["kind"] in text
+    for when in ("before", "after"):
+        assert sum(row[when] * row["n"] for row in rows) / metrics["eval_n"] == pytest.approx(metrics[f"exact_{when}"])
 
     # plots and the local model copy were written; nothing was pushed
     for plot in metrics["plots"]:
