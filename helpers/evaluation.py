@@ -121,7 +121,6 @@ def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> Pai
                         gained=sum(d > 0 for d in diffs), lost=sum(d < 0 for d in diffs))
 
 
-
 @dataclass
 class KindChange:
     """The paired change on the held-out questions of one kind (`change_by_kind`)."""
@@ -166,6 +165,7 @@ def change_by_kind(before: EvalResult, after: EvalResult, kind_of) -> ChangeByKi
     return ChangeByKind(KindChange(kind, n, right_before / n, right_after / n, gained, lost)
                         for kind, (n, right_before, right_after, gained, lost)
                         in sorted(rows.items(), key=lambda item: (-item[1][0], item[0])))
+
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 

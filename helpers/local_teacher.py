@@ -181,7 +181,6 @@ def worked_solution(question: str) -> str | None:
     return "\n".join(lines) if lines else f"{total}"
 
 
-
 def working_kind(question: str) -> str:
     """What column work a chain_sum question needs, read from the teacher's working: "addition, no carry",
     "addition, carry", "subtraction, borrow, negative result", ...; "not a chain sum" for anything else.
@@ -189,7 +188,7 @@ def working_kind(question: str) -> str:
     Notebook 01 groups its held-out change by this: GRPO sharpens the kinds the model nearly gets right and can
     lose ground on the ones it rarely does, which one accuracy number hides."""
     working = worked_solution(question)
-    if working is None or not any(line.count(":") for line in working.splitlines()):
+    if working is None or ":" not in working:   # not a sum, or a bare number ("7 =") with no column work
         return "not a chain sum"
     cores = [line.split(":", 1)[0].rsplit(". ", 1)[-1] for line in working.splitlines()]
     operations = sorted({"addition" if " + " in core else "subtraction" for core in cores})
@@ -201,6 +200,7 @@ def working_kind(question: str) -> str:
     if solve_chain_sum(question) < 0:
         parts.append("negative result")
     return ", ".join(parts)
+
 
 def _unit_draw(seed: int, question: str, purpose: str) -> float:
     """A number in [0, 1) that depends only on (seed, question, purpose): reproducible "randomness"."""
