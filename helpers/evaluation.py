@@ -106,14 +106,19 @@ def mean_interval(values: list[float], z: float = 1.96) -> tuple[float, tuple[fl
     return mean, (mean - half, mean + half)
 
 
-def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> PairedChange:
-    """Compare two evaluations question by question (both must come from `evaluate_policy` with the same
-    seed and n, which serves the same questions in the same order; or from
-    `helpers.openreward_eval.evaluate_on_split` on the same split and n)."""
+def _check_same_questions(before: EvalResult, after: EvalResult) -> None:
+    """Refuse to pair two evaluations unless they answered the same questions in the same order."""
     questions_before = [s["question"] for s in before.samples]
     if questions_before != [s["question"] for s in after.samples] or not questions_before:
         raise ValueError("paired_change needs two evaluations of the same questions: run evaluate_policy "
                          "with the same seed, n and dataset before and after training.")
+
+
+def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> PairedChange:
+    """Compare two evaluations question by question (both must come from `evaluate_policy` with the same
+    seed and n, which serves the same questions in the same order; or from
+    `helpers.openreward_eval.evaluate_on_split` on the same split and n)."""
+    _check_same_questions(before, after)
     diffs = [a["score"] - b["score"] for b, a in zip(before.samples, after.samples)]
     mean, (lo, hi) = mean_interval(diffs, z)
     # scores lie in [0, 1], so a change lies in [-1, 1]
@@ -152,19 +157,13 @@ def change_by_kind(before: EvalResult, after: EvalResult, kind_of) -> ChangeByKi
     `helpers.local_teacher.working_kind`): where training gained and where it lost, which one number hides.
 
     Counts exact answers (score 1.0), like `EvalResult.exact`."""
-    paired_change(before, after)   # the same questions, or a clear error
-    rows: dict[str, list[int]] = {}
+    _check_same_questions(before, after)
+    pairs: dict[str, list[tuple[bool, bool]]] = {}   # kind -> (right before, right after) per question
     for b, a in zip(before.samples, after.samples):
-        right_before, right_after = b["score"] == 1.0, a["score"] == 1.0
-        row = rows.setdefault(kind_of(a["question"]), [0, 0, 0, 0, 0])
-        row[0] += 1
-        row[1] += right_before
-        row[2] += right_after
-        row[3] += right_after and not right_before
-        row[4] += right_before and not right_after
-    return ChangeByKind(KindChange(kind, n, right_before / n, right_after / n, gained, lost)
-                        for kind, (n, right_before, right_after, gained, lost)
-                        in sorted(rows.items(), key=lambda item: (-item[1][0], item[0])))
+        pairs.setdefault(kind_of(a["question"]), []).append((b["score"] == 1.0, a["score"] == 1.0))
+    return ChangeByKind(KindChange(kind, len(rows), sum(b for b, _ in rows) / len(rows), sum(a for _, a in rows) / len(rows),
+                                   gained=sum(a and not b for b, a in rows), lost=sum(b and not a for b, a in rows))
+                        for kind, rows in sorted(pairs.items(), key=lambda item: (-len(item[1]), item[0])))
 
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)

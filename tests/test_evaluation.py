@@ -81,7 +81,6 @@ def test_paired_change_compares_the_same_questions(rg_server, tiny_toolcall):
         paired_change(before, other)
 
 
-
 def test_change_by_kind_splits_the_paired_change_by_kind_of_question():
     """Rows per kind of real chain_sum question; exact answers (1.0) only, so partial credit counts as wrong."""
     import reasoning_gym
@@ -114,6 +113,7 @@ def test_change_by_kind_splits_the_paired_change_by_kind_of_question():
     shuffled.samples.reverse()
     with pytest.raises(ValueError, match="same questions"):
         change_by_kind(before, shuffled, working_kind)
+
 
 def test_one_tool_call_parser_for_both_evaluations():
     from helpers.evaluation import parse_answer_call, parse_tool_calls

@@ -126,7 +126,6 @@ def test_worked_solution_is_true_arithmetic_ending_in_the_answer():
     assert worked_solution("What is 3 * 4 =") is None
 
 
-
 def test_working_kind_names_the_column_work_of_real_questions():
     """Checked against the arithmetic itself on notebook 01's sums (two 2-digit terms): a carry when the ones
     digits reach 10, a borrow when the larger number's ones digit is the smaller, negative when a < b."""
@@ -150,6 +149,7 @@ def test_working_kind_names_the_column_work_of_real_questions():
     three_terms = "State the final answer to the following arithmetic problem: 12 + 34 - 50 ="
     assert working_kind(three_terms) == "addition and subtraction, no carry, borrow, negative result"
     assert working_kind("What is 3 * 4 =") == working_kind("Problem: 7 =") == "not a chain sum"
+
 
 def test_show_work_puts_the_working_before_the_tool_call(tmp_path):
     import openai
