@@ -166,6 +166,10 @@ def estimate_memory(shape: ModelShape, *, train_tokens: int, generate_tokens: in
         "activations": activations,
         "logits (vocabulary)": (train_tokens if logit_tokens is None else logit_tokens) * shape.vocab * 4 * 3,
         "KV cache (generate)": generate_tokens * shape.layers * 2 * shape.kv_dim * act_bytes,
+        # LoRA on a card generates with its adapters merged, keeping the adapted base weights to put back
+        # (helpers.generation.adapters_merged): every linear layer's, the embedding's aside
+        "base copy (generate)": (shape.params - shape.vocab * shape.hidden) * weight_bytes
+        if lora is True and device == "cuda" and generate_tokens else 0,
     }
     estimate = MemoryEstimate({k: v / GIB for k, v in parts.items()})
     estimate.parts["vLLM (colocated)"] = vllm_gib

@@ -160,9 +160,14 @@ def autocast(precision: str | None, device_type: str = "cpu"):
     return torch.autocast(device_type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
+# Where reuse_weight_casts lends its copies. A card is left out: there the copies would take memory the plan does
+# not count (benchmarks/device/generation.py adds "cuda" to time it).
+CAST_DEVICES = {"cpu"}
+
+
 def reuse_weight_casts(model):
-    """Cast each fp32 linear weight to bf16 once per change, not once per product, in no-gradient passes under
-    CPU bf16 autocast (every rollout, evaluation and preflight). Returns the model; `drop_weight_casts` undoes it.
+    """Cast each fp32 linear weight to autocast's type once per change, not once per product, in no-gradient
+    passes under autocast on a device in `CAST_DEVICES` (the CPU's bf16: every rollout, evaluation and preflight). Returns the model; `drop_weight_casts` undoes it.
 
     Autocast casts a linear layer's fp32 weight to bf16 at every product. It keeps a cast only for weights that
     need gradients and only until the outermost autocast region ends, and accelerate enters one region per
@@ -176,18 +181,19 @@ def reuse_weight_casts(model):
 
     if getattr(model, "_weight_cast_hooks", None):
         return model
-    copies: dict = {}   # module -> (the versions its copies were cast at, {name: bf16 copy})
+    copies: dict = {}   # module -> (the versions its copies were cast at, {name: 16-bit copy})
 
     def lend(module, args):
         weight = module._parameters.get("weight")
-        if (torch.is_grad_enabled() or weight is None or weight.dtype != torch.float32 or weight.device.type != "cpu"
-                or not torch.is_autocast_enabled("cpu") or torch.get_autocast_dtype("cpu") != torch.bfloat16):
+        if (torch.is_grad_enabled() or weight is None or weight.dtype != torch.float32
+                or weight.device.type not in CAST_DEVICES or not torch.is_autocast_enabled(weight.device.type)):
             return
+        dtype = torch.get_autocast_dtype(weight.device.type)
         own = {name: t for name, t in module._parameters.items() if t is not None}
         key = tuple((t._version, t.data_ptr()) for t in own.values())
         held = copies.get(module)
         if held is None or held[0] != key:
-            held = (key, {name: nn.Parameter(t.detach().to(torch.bfloat16), requires_grad=False)
+            held = (key, {name: nn.Parameter(t.detach().to(dtype), requires_grad=False)
                           for name, t in own.items()})
             copies[module] = held
         module.__dict__["_lent_from"] = own

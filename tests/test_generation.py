@@ -210,3 +210,41 @@ def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_serv
     assert any("loss" in h for h in trainer.state.log_history)
     assert prefilled.count(4) >= 2   # each step's 4 rollouts: the shared prompt prefilled once for all four
     assert len(loss_passes) >= 2     # each step's loss pass over the 4 rollouts: the prompt computed once
+
+
+@pytest.mark.slow
+def test_a_lora_model_generates_with_its_adapters_merged_and_gets_its_base_back_bit_for_bit(monkeypatch):
+    """On a card (here the CPU stands in: MERGE_DEVICES) a LoRA model generates through its base weights alone,
+    with the adapters merged in: the same scores as the adapters beside the base, no adapter product run, and
+    afterwards the 16-bit base weights exactly as before (merging and unmerging alone would round them)."""
+    from peft import LoraConfig, get_peft_model
+
+    model, tokenizer = _model("tiny-toolcall")
+    lora = get_peft_model(model.to(torch.bfloat16), LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM",
+                                                               init_lora_weights=False))   # B != 0: adapters matter
+    inputs = _batch(tokenizer, _questions(4))
+    adapter_calls = []
+    for name, module in lora.named_modules():
+        if name.endswith("lora_A.default"):
+            module.register_forward_hook(lambda *a: adapter_calls.append(1))
+    base = {n: p.detach().clone() for n, p in lora.named_parameters() if "base_layer.weight" in n}
+    kwargs = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": tokenizer.pad_token_id,
+              "return_dict_in_generate": True, "output_scores": True}
+
+    with torch.no_grad():
+        beside = generate_shared(lora, inputs["input_ids"], inputs["attention_mask"], **kwargs)   # CPU: not merged
+        assert adapter_calls, "on the CPU the adapters run beside the base"
+        adapter_calls.clear()
+        monkeypatch.setattr(generation, "MERGE_DEVICES", {"cpu"})
+        merged = generate_shared(lora, inputs["input_ids"], inputs["attention_mask"], **kwargs)
+    assert not adapter_calls, "merged: no adapter product during generation"
+    assert torch.equal(merged.sequences, beside.sequences)
+    for a, b in zip(merged.scores, beside.scores):
+        assert torch.allclose(a.float(), b.float(), atol=0.15, rtol=0.02)   # bf16 products rounded differently
+    assert all(torch.equal(p, base[n]) for n, p in lora.named_parameters() if n in base)
+    assert not any(getattr(m, "merged", False) for m in lora.modules())
+
+    lora.merge_adapter()
+    lora.unmerge_adapter()
+    assert any(not torch.equal(p, base[n]) for n, p in lora.named_parameters() if n in base), \
+        "peft's own merge and unmerge round a 16-bit base: why adapters_merged keeps a copy"

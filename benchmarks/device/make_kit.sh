@@ -30,5 +30,5 @@ find $WORK/site312 -name __pycache__ -type d -prune -exec rm -rf {} +
 tar -cJf $KIT/site312.tar.xz -C $WORK site312
 TOK=$($PY -c "from helpers.offline_models import resolve_model; print(resolve_model('tiny'))")
 cp $TOK/tokenizer.json $TOK/tokenizer_config.json $TOK/chat_template.jinja $KIT/tok/
-cp benchmarks/device/build_model.py benchmarks/device/measure.py benchmarks/device/run.sh $KIT/
+cp benchmarks/device/build_model.py benchmarks/device/measure.py benchmarks/device/generation.py benchmarks/device/run.sh $KIT/
 rm -rf $WORK; du -sh $KIT

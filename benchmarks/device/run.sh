@@ -1,7 +1,7 @@
 #!/bin/bash
 # The notebooks' gpu profiles on the device machine, with random-weight Qwen3 models of the real shapes (no
 # weights can be fetched there): memory and time per step are real, learning metrics are not. Results: $OUT.
-#   bash .gpu/run.sh [nb01 nb04 nb02 nb03 nb01t4 ...]   SECONDS_LEFT=470 caps the whole run (device time is scarce)
+#   bash .gpu/run.sh [gen nb01 nb04 nb02 nb03 nb01t4 ...]   SECONDS_LEFT=470 caps the whole run (device time is scarce)
 # The ...t4 runs are the 16gb card recipe (Qwen3-0.6B's shape, LoRA, fp16 autocast) with the allocator capped at a
 # T4's 14.7 GiB and AGENT_RL_FAKE_GPU=T4 (the memory check sees a T4); nb01l4: the 24gb one (1.7B, LoRA, bf16, 22 GiB).
 # Measured 2026-11-26 on an H200 (docs/gpu.md): setup ~15 s, both models ~25 s, then per notebook the times below.
@@ -27,6 +27,10 @@ run() {  # name, timeout, script and flags
 for nb in ${@:-nb01 nb04 nb02 nb03}; do CAP=; FAKE=; CARD=
 case $nb in *t4) CAP=14.7; FAKE=T4; CARD=$T4;; *l4) CAP=22; FAKE=L4; CARD=$L4;; esac
 case $nb in
+  # generation paths on notebook 01's prompt (benchmarks/device/generation.py), compiling last: ~3 minutes at most
+  gen) (( $(date +%s) - T0 < LIMIT - 60 )) && { echo "== gen at $(( $(date +%s) - T0 )) s"; \
+         GEN_SECONDS=${GEN_SECONDS:-150} timeout -s INT -k 10 ${GEN_TIMEOUT:-200} python3 .gpu/generation.py \
+         > $OUT/logs/gen.log 2>&1; echo "rc $?"; grep -E "^(rollouts|eval|lora)|failed|Error" $OUT/logs/gen.log; } ;;
   # 01: ~30 s to load, ~8 s a probe (16 sums, 256 tokens), ~10 s a GRPO step (4 rollouts of 256 tokens)
   nb01) run nb01 220 .gpu/01_grpo_walkthrough.py --profile gpu --model $M --max-steps 3 --preflight-n 0 --eval-n 8 \
           --report-to none ;;
