@@ -93,6 +93,43 @@ def same_question_share(served: list[str], group_size: int) -> float:
     return sum(len(set(g)) == 1 for g in groups) / max(len(groups), 1)
 
 
+def question_seeds(n: int, seed: int, *, low: int, dataset_name: str = "chain_sum", dataset_config: dict | None = None,
+                   carry_borrow_share: float | None = None) -> list[int]:
+    """`n` chain_sum question seeds for GRPO's dataset rows, drawn from random.Random(seed) in [low, 2**31).
+
+    `carry_borrow_share` None: the draws in order (the questions' natural mix, about half of 2-digit sums need a
+    carry or a borrow). A share in [0, 1]: that share of the rows, spread evenly, get a question whose column work
+    carries or borrows (`helpers.local_teacher.working_kind`), the rest one that does neither: the kinds a warm
+    start rarely gets right give GRPO few mixed groups, so serving them more often is a way to reach them."""
+    import random
+
+    draw = random.Random(seed)
+    if carry_borrow_share is None:
+        return [draw.randint(low, 2**31 - 1) for _ in range(n)]
+    if not 0.0 <= carry_borrow_share <= 1.0:
+        raise ValueError(f"CARRY_BORROW_SHARE={carry_borrow_share!r}: use a share between 0 and 1, or None for "
+                         f"the questions' natural mix.")
+    if dataset_name != "chain_sum":
+        raise ValueError(f"CARRY_BORROW_SHARE sorts chain_sum questions by their column work; DATASET_NAME is "
+                         f"{dataset_name!r}: set CARRY_BORROW_SHARE=None.")
+    import reasoning_gym
+
+    from helpers.local_teacher import working_kind
+
+    pools: dict[bool, list[int]] = {True: [], False: []}
+    seeds = []
+    for i in range(n):
+        hard = math.floor((i + 1) * carry_borrow_share) > math.floor(i * carry_borrow_share)
+        while not pools[hard]:
+            candidate = draw.randint(low, 2**31 - 1)
+            question = reasoning_gym.create_dataset("chain_sum", seed=candidate, size=1,
+                                                    **(dataset_config or {}))[0]["question"]
+            kind = working_kind(question)
+            pools[bool({"carry", "borrow"} & set(kind.split(", ")))].append(candidate)
+        seeds.append(pools[hard].pop(0))
+    return seeds
+
+
 def env_sessions_needed(config, *, extra: int = 1) -> int:
     """How many env-server sessions a GRPO run opens at once, plus `extra` (the evaluation's).
 

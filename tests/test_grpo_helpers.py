@@ -13,6 +13,7 @@ from helpers.grpo import (
     diagnose,
     env_sessions_needed,
     group_advantages,
+    question_seeds,
     reward_delta,
 )
 from helpers.prompts import SYSTEM_PROMPT, system_prompt_for
@@ -225,3 +226,32 @@ def test_same_question_share_reads_groups_in_rollout_order():
     assert same_question_share(["a", "a", "b", "b"], 2) == 1.0
     assert same_question_share(["a", "b", "b", "b"], 2) == 0.5
     assert same_question_share([], 8) == 0.0
+
+
+def test_question_seeds_keep_the_natural_draw_or_serve_the_asked_share_of_carries_and_borrows():
+    """None: the same seeds as drawing them in order (so runs before the knob are reproduced). A share: that
+    share of the rows, evenly spread, are questions whose column work carries or borrows, by the teacher's own
+    working (`working_kind`), and the seeds stay distinct and above the evaluation's."""
+    import reasoning_gym
+
+    from helpers.local_teacher import working_kind
+
+    config = {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2}
+    draw = random.Random(7)
+    assert question_seeds(50, 7, low=1000) == [draw.randint(1000, 2**31 - 1) for _ in range(50)]
+
+    def needs_column_work(seed):
+        kind = working_kind(reasoning_gym.create_dataset("chain_sum", seed=seed, size=1, **config)[0]["question"])
+        return "carry" in kind.split(", ") or "borrow" in kind.split(", ")
+
+    natural = [needs_column_work(s) for s in question_seeds(200, 7, low=1000)]
+    assert 0.3 < sum(natural) / 200 < 0.7          # about half, and both kinds present
+    for share in (0.0, 0.75, 1.0):
+        seeds = question_seeds(200, 7, low=1000, dataset_config=config, carry_borrow_share=share)
+        hard = [needs_column_work(s) for s in seeds]
+        assert sum(hard) == round(200 * share) and len(set(seeds)) == 200 and min(seeds) >= 1000
+        assert all(sum(hard[i:i + 4]) == round(4 * share) for i in range(0, 200, 4))   # spread, not front-loaded
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        question_seeds(4, 0, low=1000, carry_borrow_share=75)
+    with pytest.raises(ValueError, match="letter_counting"):
+        question_seeds(4, 0, low=1000, dataset_name="letter_counting", carry_borrow_share=0.5)
