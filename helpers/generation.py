@@ -24,8 +24,8 @@ import functools
 
 MIN_SHARED = 16       # below this the one extra forward pass costs more than it saves
 # Where a LoRA model generates with its adapters merged into the base (`adapters_merged`): on an H100 the T4
-# recipe's decode step took 52 ms with the adapters beside the base and 28 ms merged (docs/gpu.md); a card's
-# decode step is bound by kernel launches, and each adapted layer launches four more. Not measured on a CPU.
+# recipe's decode step took 52 ms with the adapters beside the base and 28 ms merged (docs/gpu.md): a card's
+# decode step is bound by kernel launches, and an adapter adds several to each layer. Not measured on a CPU.
 MERGE_DEVICES = {"cuda"}
 
 
@@ -42,10 +42,10 @@ def adapters_merged(model):
         from peft.tuners.lora import LoraLayer
     except ImportError:
         LoraLayer = None
-    device = next(model.parameters()).device.type
-    layers = [m for m in model.modules() if LoraLayer is not None and isinstance(m, LoraLayer) and not m.merged
-              and m.get_base_layer().weight.dtype in (torch.float16, torch.bfloat16, torch.float32)] \
-        if device in MERGE_DEVICES else []
+    layers = []
+    if LoraLayer is not None and next(model.parameters()).device.type in MERGE_DEVICES:
+        layers = [m for m in model.modules() if isinstance(m, LoraLayer) and not m.merged
+                  and m.get_base_layer().weight.dtype in (torch.float16, torch.bfloat16, torch.float32)]
     if not layers:
         yield model
         return

@@ -99,8 +99,8 @@ def question_seeds(n: int, seed: int, *, low: int, dataset_name: str = "chain_su
 
     `carry_borrow_share` None: the draws in order (the questions' natural mix, about half of 2-digit sums need a
     carry or a borrow). A share in [0, 1]: that share of the rows, spread evenly, get a question whose column work
-    carries or borrows (`helpers.local_teacher.working_kind`), the rest one that does neither: the kinds a warm
-    start rarely gets right give GRPO few mixed groups, so serving them more often is a way to reach them."""
+    carries or borrows (`helpers.local_teacher.working_kind`), the rest one that does neither. Measured at 0.75:
+    the policy learned to carry where it had not, and to carry where it should not (docs/measurements.md)."""
     import random
 
     draw = random.Random(seed)

@@ -161,13 +161,14 @@ def autocast(precision: str | None, device_type: str = "cpu"):
 
 
 # Where reuse_weight_casts lends its copies. A card is left out: there the copies would take memory the plan does
-# not count (benchmarks/device/generation.py adds "cuda" to time it).
+# not count (benchmarks/device/generation.py adds "cuda" to time it: no faster on an H100, docs/gpu.md).
 CAST_DEVICES = {"cpu"}
 
 
 def reuse_weight_casts(model):
     """Cast each fp32 linear weight to autocast's type once per change, not once per product, in no-gradient
-    passes under autocast on a device in `CAST_DEVICES` (the CPU's bf16: every rollout, evaluation and preflight). Returns the model; `drop_weight_casts` undoes it.
+    passes under autocast on a device in `CAST_DEVICES` (the CPU's bf16: every rollout, evaluation and
+    preflight). Returns the model; `drop_weight_casts` undoes it.
 
     Autocast casts a linear layer's fp32 weight to bf16 at every product. It keeps a cast only for weights that
     need gradients and only until the outermost autocast region ends, and accelerate enters one region per
