@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from dataclasses import dataclass, field
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -160,6 +161,18 @@ def autocast(precision: str | None, device_type: str = "cpu"):
     return torch.autocast(device_type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
+_CASTING_MODELS = weakref.WeakSet()
+_STEP_HOOK = None   # models whose copies any optimizer step makes stale (reuse_weight_casts)
+
+
+def _forget_copies(optimizer, args, kwargs) -> None:
+    """After any optimizer's step, every model's 16-bit copies are stale: the fused AdamW (transformers' default
+    `optim`) updates weights in place without bumping their version counter, so the version alone misses it."""
+    for model in list(_CASTING_MODELS):
+        if model._weight_cast_copies:
+            model._weight_cast_copies.clear()
+
+
 # Where reuse_weight_casts lends its copies. A card is left out: there the copies would take memory the plan does
 # not count (benchmarks/device/generation.py adds "cuda" to time it: no faster on an H100, docs/gpu.md).
 CAST_DEVICES = {"cpu"}
@@ -174,7 +187,8 @@ def reuse_weight_casts(model):
     need gradients and only until the outermost autocast region ends, and accelerate enters one region per
     `forward` call: inside GRPOTrainer every decode step casts every weight again, the frozen layers' included
     (~42 of ~119 ms a 16-row SmolLM2 decode step, benchmarks/rollouts.py). Here each `nn.Linear` keeps its bf16 copy
-    until the weight changes (an optimizer step bumps the tensor's version) and lends it to the product. The copy
+    until the weight changes (any optimizer step, or an in-place change that bumps the tensor's version) and
+    lends it to the product. The copy
     is what autocast would have made, so outputs are bit-identical (tests/test_precision.py). Passes that build a
     graph (the loss) are untouched. CPU only: on a card the copies would take memory the plan does not count."""
     import torch
@@ -182,6 +196,11 @@ def reuse_weight_casts(model):
 
     if getattr(model, "_weight_cast_hooks", None):
         return model
+    global _STEP_HOOK
+    if _STEP_HOOK is None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        _STEP_HOOK = register_optimizer_step_post_hook(_forget_copies)
     copies: dict = {}   # module -> (the versions its copies were cast at, {name: 16-bit copy})
 
     def lend(module, args):
@@ -212,6 +231,7 @@ def reuse_weight_casts(model):
             hooks.append(module.register_forward_hook(give_back, always_call=True))
     model._weight_cast_hooks = hooks
     model._weight_cast_copies = copies
+    _CASTING_MODELS.add(model)
     return model
 
 
@@ -221,4 +241,5 @@ def drop_weight_casts(model):
         hook.remove()
     model._weight_cast_hooks = None
     model._weight_cast_copies = None
+    _CASTING_MODELS.discard(model)
     return model

@@ -168,9 +168,12 @@ def _sample(model, ids, seed):
                               top_k=0, top_p=1.0, max_new_tokens=12, pad_token_id=0)
 
 
-def test_reused_weight_casts_give_autocasts_tokens_and_follow_each_optimizer_step():
+@pytest.mark.parametrize("fused", [False, True])
+def test_reused_weight_casts_give_autocasts_tokens_and_follow_each_optimizer_step(fused):
     """The bf16 copies are the casts autocast makes: the same logits and sampled tokens, with layers frozen as
-    notebook 01 freezes them, before and after an optimizer step moves the trained weights."""
+    notebook 01 freezes them, before and after an optimizer step moves the trained weights. The fused AdamW
+    (transformers' default `optim`, notebook 02's) updates in place without bumping the weights' versions: its
+    step must still make the copies go (notebook 02 once evaluated its base model as the trained one)."""
     from helpers.precision import drop_weight_casts, reuse_weight_casts
 
     model = load_policy("tiny", device="cpu")
@@ -194,14 +197,19 @@ def test_reused_weight_casts_give_autocasts_tokens_and_follow_each_optimizer_ste
 
     before = both()
     trained = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trained, lr=1e-2)
+    optimizer = torch.optim.AdamW(trained, lr=1e-2, fused=fused)
+    versions = [p._version for p in trained]
     reuse_weight_casts(model)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(input_ids=ids)   # an evaluation before training: the copies are made
+    assert model._weight_cast_copies
     model.train()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = model(input_ids=ids, labels=ids).loss   # a pass with a graph: the fp32 weights, not the copies
     loss.backward()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in trained)
     optimizer.step()
+    assert fused == (versions == [p._version for p in trained])   # what the copies cannot go by
     model.eval()
     after = both()
     assert not torch.equal(before, after)   # the step moved the weights, and the copies followed
