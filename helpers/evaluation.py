@@ -161,7 +161,8 @@ def change_by_kind(before: EvalResult, after: EvalResult, kind_of) -> ChangeByKi
     pairs: dict[str, list[tuple[bool, bool]]] = {}   # kind -> (right before, right after) per question
     for b, a in zip(before.samples, after.samples):
         pairs.setdefault(kind_of(a["question"]), []).append((b["score"] == 1.0, a["score"] == 1.0))
-    return ChangeByKind(KindChange(kind, len(rows), sum(b for b, _ in rows) / len(rows), sum(a for _, a in rows) / len(rows),
+    return ChangeByKind(KindChange(kind, len(rows), sum(b for b, _ in rows) / len(rows),
+                                   sum(a for _, a in rows) / len(rows),
                                    gained=sum(a and not b for b, a in rows), lost=sum(b and not a for b, a in rows))
                         for kind, rows in sorted(pairs.items(), key=lambda item: (-len(item[1]), item[0])))
 

@@ -161,16 +161,15 @@ def autocast(precision: str | None, device_type: str = "cpu"):
     return torch.autocast(device_type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
-_CASTING_MODELS = weakref.WeakSet()
-_STEP_HOOK = None   # models whose copies any optimizer step makes stale (reuse_weight_casts)
+_CASTING_MODELS = weakref.WeakSet()   # models whose copies any optimizer step makes stale (reuse_weight_casts)
+_STEP_HOOK = None                      # the optimizer step hook that forgets them, registered once
 
 
 def _forget_copies(optimizer, args, kwargs) -> None:
     """After any optimizer's step, every model's 16-bit copies are stale: the fused AdamW (transformers' default
     `optim`) updates weights in place without bumping their version counter, so the version alone misses it."""
     for model in list(_CASTING_MODELS):
-        if model._weight_cast_copies:
-            model._weight_cast_copies.clear()
+        model._weight_cast_copies.clear()
 
 
 # Where reuse_weight_casts lends its copies. A card is left out: there the copies would take memory the plan does
@@ -188,9 +187,9 @@ def reuse_weight_casts(model):
     `forward` call: inside GRPOTrainer every decode step casts every weight again, the frozen layers' included
     (~42 of ~119 ms a 16-row SmolLM2 decode step, benchmarks/rollouts.py). Here each `nn.Linear` keeps its bf16 copy
     until the weight changes (any optimizer step, or an in-place change that bumps the tensor's version) and
-    lends it to the product. The copy
-    is what autocast would have made, so outputs are bit-identical (tests/test_precision.py). Passes that build a
-    graph (the loss) are untouched. CPU only: on a card the copies would take memory the plan does not count."""
+    lends it to the product. The copy is what autocast would have made, so outputs are bit-identical
+    (tests/test_precision.py). Passes that build a graph (the loss) are untouched. CPU only by default
+    (`CAST_DEVICES`): on a card the copies would take memory the plan does not count."""
     import torch
     from torch import nn
 

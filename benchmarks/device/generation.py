@@ -40,7 +40,8 @@ from helpers.precision import drop_weight_casts, reuse_weight_casts
 DEV = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: a smoke test of this script with tiny models
 NEW = int(os.environ.get("NEW", 128))
 DEADLINE = time.time() + float(os.environ.get("GEN_SECONDS", 240))
-results: dict = {"new_tokens": NEW, "device": torch.cuda.get_device_name(0) if DEV == "cuda" else "cpu", "torch": torch.__version__, "paths": {}}
+results: dict = {"new_tokens": NEW, "device": torch.cuda.get_device_name(0) if DEV == "cuda" else "cpu",
+                 "torch": torch.__version__, "paths": {}}
 
 
 def save() -> None:
