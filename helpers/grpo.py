@@ -4,6 +4,7 @@ and its diagnosis.
     group = group_advantages([1.0, 0.0, 0.0, 1.0])       # what GRPO does with one group's rewards
     sessions = env_sessions_needed(grpo_config)           # MAX_CONCURRENT_ENVS for the env server
     delta = reward_delta(trainer.state.log_history)       # the training reward, first logs vs last logs
+    reward_funcs = [working_reward(0.5)]                  # a second reward: the share of true sums in the working
     print(diagnose(delta, tool_call_frequency=...).message)
 
 The reward delta and its diagnosis follow the original TRL/OpenEnv tutorial ("End-to-end OpenEnv
@@ -13,6 +14,7 @@ walkthrough"), which reads the same two numbers from the training logs.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 # Datasets the walkthrough names as drop-in swaps for chain_sum (any reasoning_gym name works).
@@ -128,6 +130,52 @@ def question_seeds(n: int, seed: int, *, low: int, dataset_name: str = "chain_su
             pools[bool({"carry", "borrow"} & set(kind.split(", ")))].append(candidate)
         seeds.append(pools[hard].pop(0))
     return seeds
+
+
+# "7 + 8 = 15", "12 - 8 = 4", "7 - 1 - 3 = 3", "-73 - 49 = -122": integers joined by + and -, then "=" and one
+# integer that no further term follows ("14 - 55 = -(55 - 14)" is no such statement and is skipped).
+_STATEMENT = re.compile(r"(?<![\d)])(-?\d+(?:\s*[-+]\s*\d+)+)\s*=\s*(-?\d+)(?![\d(])(?!\s*[-+*/]\s*\d)")
+_TERM = re.compile(r"([-+]?)\s*(\d+)")
+
+
+def arithmetic_statements(text: str) -> list[bool]:
+    """Whether each sum written in `text` ("ones 7 + 8 = 15", "80 - 63 = 17") is true, in order."""
+    truths = []
+    for left, right in _STATEMENT.findall(text):
+        value = sum(int(digits) * (-1 if sign == "-" else 1) for sign, digits in _TERM.findall(left))
+        truths.append(value == int(right))
+    return truths
+
+
+def _reply_text(completion) -> str:
+    """What the policy wrote in one completion (TRL passes a message list for chat prompts), tool calls left out."""
+    from helpers.evaluation import strip_tool_calls
+
+    if isinstance(completion, str):
+        return strip_tool_calls(completion)
+    return "\n".join(strip_tool_calls(str(m.get("content") or "")) for m in completion if m.get("role") == "assistant")
+
+
+def working_reward(weight: float):
+    """A second GRPO reward beside the environment's: `weight` x the share of true sums in a reply's working.
+
+    The environment pays 1 for a right answer and 0 otherwise, so a group whose rollouts are all wrong (most
+    groups on sums that need a borrow) has no gradient at all. This one tells those rollouts apart: "ones 10 - 3 =
+    7, borrow 1" is true where "ones 0 - 3 = 3" is not. A reply with no sums in it scores 0. Pass the returned
+    function in GRPOTrainer's `reward_funcs` (logged as `rewards/working/mean`); the environment's reward, from
+    `get_reward()`, is added to it."""
+    if not weight > 0:
+        raise ValueError(f"WORKING_REWARD={weight!r}: use a positive weight (0.5: half a right answer's reward for "
+                         f"working whose sums are all true), or 0 for the environment's reward alone.")
+
+    def working(completions, **kwargs) -> list[float]:
+        rewards = []
+        for completion in completions:
+            truths = arithmetic_statements(_reply_text(completion))
+            rewards.append(weight * sum(truths) / len(truths) if truths else 0.0)
+        return rewards
+
+    return working
 
 
 def env_sessions_needed(config, *, extra: int = 1) -> int:

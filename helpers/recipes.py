@@ -46,6 +46,8 @@ RECIPES: dict[str, Recipe] = {
     # preflight_n: training questions helpers.preflight samples num_generations rollouts of before training (0: skip);
     # carry_borrow_share: the share of training questions whose column work carries or borrows (helpers.grpo.question_seeds);
     # None: the natural mix (~half).
+    # working_reward: a second reward, this weight x the share of true sums in a reply's working
+    # (helpers.grpo.working_reward), so groups whose answers are all wrong still rank their rollouts; 0: off.
     # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu: off, since cycling over the ~19
     # mixed questions memorized them (held-out -4.6 points) where fresh questions gained +5.6, +8.9, +1.7, +8.0 (four seeds,
     # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; with reused weight casts, 73-76 steps: +8.1,
@@ -73,7 +75,7 @@ RECIPES: dict[str, Recipe] = {
                      "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "linear",
                      "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                      "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio",
-                     "preflight_n": 3, "mixed_only": False, "carry_borrow_share": None, "checkpoint_steps": 0, "min_steps": 0},
+                     "preflight_n": 3, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "checkpoint_steps": 0, "min_steps": 0},
             "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
                     "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                     "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
@@ -81,7 +83,7 @@ RECIPES: dict[str, Recipe] = {
                     "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "linear",
                     "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                     "eval_n": 900, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
-                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "checkpoint_steps": 0, "min_steps": 22},
+                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "checkpoint_steps": 0, "min_steps": 22},
             "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                     "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                     "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
@@ -89,7 +91,7 @@ RECIPES: dict[str, Recipe] = {
                     "max_tool_calling_iterations": None, "temperature": 1.0, "top_entropy_quantile": 1.0, "warmup_steps": 10, "lr_scheduler_type": "linear",
                     "activation_checkpointing": True, "precision": "auto", "lora": False, "logging_steps": 10, "log_completions": True,
                     "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio",
-                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "checkpoint_steps": 25, "min_steps": 0},
+                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "checkpoint_steps": 25, "min_steps": 0},
         },
         # Tokens of one training step (micro-batch trained, batch generated at once, logits kept), for the memory
         # estimate: the prompt (system prompt + tool schema + question) measures ~350 tokens.

@@ -9,12 +9,14 @@ import pytest
 
 from helpers.grpo import (
     RewardDelta,
+    arithmetic_statements,
     check_dataset_name,
     diagnose,
     env_sessions_needed,
     group_advantages,
     question_seeds,
     reward_delta,
+    working_reward,
 )
 from helpers.prompts import SYSTEM_PROMPT, system_prompt_for
 from helpers.publish import publish
@@ -255,3 +257,35 @@ def test_question_seeds_keep_the_natural_draw_or_serve_the_asked_share_of_carrie
         question_seeds(4, 0, low=1000, carry_borrow_share=75)
     with pytest.raises(ValueError, match="letter_counting"):
         question_seeds(4, 0, low=1000, dataset_name="letter_counting", carry_borrow_share=0.5)
+
+
+def test_working_reward_scores_the_share_of_true_sums_in_the_teachers_format():
+    import reasoning_gym
+
+    from helpers.local_teacher import worked_solution
+
+    questions = [row["question"] for row in reasoning_gym.create_dataset(
+        "chain_sum", seed=11, size=300, min_terms=2, max_terms=3, min_digits=2, max_digits=2)]
+    for question in questions:                      # every sum the teacher writes is read, and true
+        working = worked_solution(question)
+        truths = arithmetic_statements(working)
+        assert len(truths) >= 3 and all(truths), (question, working, truths)
+    # the mistakes GRPO's rollouts make (docs/measurements.md): a borrow skipped, a carry added wrongly
+    assert arithmetic_statements("80 - 63: ones 0 - 3 = 3; tens 8 - 6 = 2. 80 - 63 = 23.") == [False, True, False]
+    assert arithmetic_statements("46 + 57: ones 6 + 7 = 13, carry 1; tens 4 + 5 + 1 = 11") == [True, False]
+    assert arithmetic_statements("14 - 55 = -(55 - 14). 14 - 55 = -41.") == [True]   # "= -(...)" is no statement
+    assert arithmetic_statements("The answer is 41.") == []
+
+    reward = working_reward(0.5)
+    assert reward.__name__ == "working"             # TRL logs it as rewards/working/mean
+    call = '<tool_call>{"name": "answer", "arguments": {"answer": "23"}}</tool_call>'
+    completions = [
+        [{"role": "assistant", "content": "80 - 63: ones 10 - 3 = 7, borrow 1; tens 8 - 1 - 6 = 1. 80 - 63 = 17." + call},
+         {"role": "tool", "content": "score=1.0 correct=17 and 2 + 2 = 5"}],      # the tool's text is not the policy's
+        [{"role": "assistant", "content": "80 - 63: ones 0 - 3 = 3; tens 8 - 6 = 2. 80 - 63 = 23." + call}],
+        [{"role": "assistant", "content": call}],                                 # no working: nothing to pay
+        "ones 2 + 2 = 4",                                                         # a plain-text completion
+    ]
+    assert reward(completions) == pytest.approx([0.5, 0.5 / 3, 0.0, 0.5])
+    with pytest.raises(ValueError, match="WORKING_REWARD"):
+        working_reward(0)
