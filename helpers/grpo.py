@@ -163,7 +163,8 @@ def working_reward(weight: float):
     groups on sums that need a borrow) has no gradient at all. This one tells those rollouts apart: "ones 10 - 3 =
     7, borrow 1" is true where "ones 0 - 3 = 3" is not. A reply with no sums in it scores 0. Pass the returned
     function in GRPOTrainer's `reward_funcs` (logged as `rewards/working/mean`); the environment's reward, from
-    `get_reward()`, is added to it."""
+    `get_reward()`, is added to it. Measured at 0.5 (docs/measurements.md#notebook-01): it pays for true sums, not
+    the right procedure, and the policy learned to drop carries ("tens 6 + 3 = 9" is true), so it is off by default."""
     if not weight > 0:
         raise ValueError(f"WORKING_REWARD={weight!r}: use a positive weight (0.5: half a right answer's reward for "
                          f"working whose sums are all true), or 0 for the environment's reward alone.")
