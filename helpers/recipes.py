@@ -50,6 +50,8 @@ RECIPES: dict[str, Recipe] = {
     # (helpers.grpo.working_reward), so groups whose answers are all wrong still rank their rollouts; 0: off in every
     # profile: at 0.5 (AVX2 EPYC, seed 0, 22 steps) nearly every group had a gradient (zero-std share 0.02 against
     # 0.30) and the policy learned to drop carries, whose column sums are true: -3.9 [-8.6, +0.8] on 450 sums.
+    # exact_reward: True pays 1 for the exact answer and 0 otherwise; False (every profile) pays reasoning_gym's score,
+    # whose partial credit ("-72" for 72 earns 0.67) a run on the AVX2 EPYC learned to collect (docs/measurements.md).
     # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu: off, since cycling over the ~19
     # mixed questions memorized them (held-out -4.6 points) where fresh questions gained +5.6, +8.9, +1.7, +8.0 (four seeds,
     # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; with reused weight casts, 73-76 steps: +8.1,
@@ -77,7 +79,7 @@ RECIPES: dict[str, Recipe] = {
                      "max_tool_calling_iterations": 1, "temperature": 1.2, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "linear",
                      "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                      "eval_n": 8, "eval_max_new_tokens": 40, "train_minutes": None, "report_to": "trackio",
-                     "preflight_n": 3, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "checkpoint_steps": 0, "min_steps": 0},
+                     "preflight_n": 3, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "exact_reward": False, "checkpoint_steps": 0, "min_steps": 0},
             "cpu": {"model": "smollm2-135m", "warm_start": True, "dataset_name": "chain_sum",
                     "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                     "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
@@ -85,7 +87,7 @@ RECIPES: dict[str, Recipe] = {
                     "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "linear",
                     "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                     "eval_n": 900, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
-                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "checkpoint_steps": 0, "min_steps": 22},
+                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "exact_reward": False, "checkpoint_steps": 0, "min_steps": 22},
             "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                     "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                     "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,
@@ -93,7 +95,7 @@ RECIPES: dict[str, Recipe] = {
                     "max_tool_calling_iterations": None, "temperature": 1.0, "top_entropy_quantile": 1.0, "warmup_steps": 10, "lr_scheduler_type": "linear",
                     "activation_checkpointing": True, "precision": "auto", "lora": False, "logging_steps": 10, "log_completions": True,
                     "eval_n": 100, "eval_max_new_tokens": 256, "train_minutes": None, "report_to": "trackio",
-                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "checkpoint_steps": 25, "min_steps": 0},
+                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "exact_reward": False, "checkpoint_steps": 25, "min_steps": 0},
         },
         # Tokens of one training step (micro-batch trained, batch generated at once, logits kept), for the memory
         # estimate: the prompt (system prompt + tool schema + question) measures ~350 tokens.
