@@ -5,8 +5,9 @@ game feedback). GRPO must train on the first and mask the second; a mask that is
 model to write the environment's text. `TokenMask` renders one rollout token by token in three colours
 (HTML in a notebook, labelled segments in a terminal), beside the checks that make the picture true:
 
-- the chat template is prefix-preserving: laying out turns 1..k+1 leaves turns 1..k's tokens unchanged, so
-  tokens counted turn by turn are the tokens the trainer sees (TRL appends each tool result to the ids it has);
+- the chat template is prefix-preserving: laying out turns 1..k+1 leaves turns 1..k's text unchanged, so the
+  ids the trainer builds by appending turn after turn (TRL appends each tool result to the ids it has) read as
+  the chat the model is shown;
 - every tool call the model made parses (a call that does not parse never reaches the environment).
 
     mask = mask_from_ids(tokenizer, prompt_ids, completion_ids, env_mask)   # a rollout_func's own mask (03)
@@ -91,6 +92,12 @@ def _template_ids(tokenizer, messages: list[dict], tools, generation_prompt: boo
     return list(ids["input_ids"] if isinstance(ids, dict) else ids)
 
 
+def _template_text(tokenizer, messages: list[dict], tools, generation_prompt: bool, chat_template=None,
+                   template_kwargs: dict | None = None) -> str:
+    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, chat_template=chat_template,
+                                         add_generation_prompt=generation_prompt, **(template_kwargs or {}))
+
+
 def prefix_preserving(tokenizer, chat_template=None) -> bool:
     """Does `chat_template` (None: the tokenizer's) lay out a user/assistant exchange with the same tokens once
     another turn follows? (TRL's own test, without tools: what a rollout_func's environment turns rely on.)"""
@@ -115,28 +122,34 @@ def tool_calls_parse(message: dict) -> bool:
 
 def mask_from_messages(tokenizer, messages: list[dict], *, n_prompt: int, tools=None, chat_template=None,
                        template_kwargs: dict | None = None) -> TokenMask:
-    """A rollout given as chat messages (TRL's environment_factory keeps them): the first `n_prompt` messages are
-    the prompt, then assistant turns are the model's tokens and tool turns the environment's, each turn's tokens
-    being what the chat template adds for it. The prefix check says whether that attribution holds.
+    """A rollout given as chat messages (TRL's environment_factory keeps them), laid out as the trainer builds it:
+    the prompt's tokens, then each turn's tokens appended (TRL concatenates the ids it generated with each tool
+    result's, never re-tokenizing the whole chat). The first `n_prompt` messages are the prompt; assistant turns
+    are the model's tokens (up to its end-of-turn token), tool turns the environment's (the rest: what the
+    template adds around the reply and the next turn's generation prompt). A turn's text is what the chat
+    template adds for it; the prefix check says whether that attribution holds.
 
     `chat_template`: the one the trainer used. GRPOTrainer swaps a template that is not prefix-preserving (Qwen3's
     drops earlier turns' thinking) for a training one, `trainer.chat_template`; None: the tokenizer's.
     `template_kwargs`: the trainer's `chat_template_kwargs` (e.g. enable_thinking=False, which puts the empty
     thinking block in the prompt, where the model did not write it)."""
-    kinds: list[str] = []
+    eos = tokenizer.eos_token or ""
     ids: list[int] = []
-    preserving = True
+    kinds: list[str] = []
+    rendered, carried, preserving = "", "", True
     for k in range(n_prompt, len(messages) + 1):
-        if k < len(messages):
-            upto = _template_ids(tokenizer, messages[:k], tools, messages[k]["role"] == "assistant", chat_template,
-                                 template_kwargs)
-        else:
-            upto = _template_ids(tokenizer, messages, tools, False, chat_template, template_kwargs)
-        preserving = preserving and upto[:len(ids)] == ids
-        new = upto[len(ids):]
+        generation_prompt = k < len(messages) and messages[k]["role"] == "assistant"
+        upto = _template_text(tokenizer, messages[:k], tools, generation_prompt, chat_template, template_kwargs)
+        preserving = preserving and upto.startswith(rendered)
+        text, rendered = carried + upto[len(rendered):], upto
         kind = "prompt" if k == n_prompt else ("model" if messages[k - 1]["role"] == "assistant" else "env")
+        carried = ""
+        if kind == "model" and eos and eos in text:   # the model stops at its end-of-turn token; what the template
+            cut = text.rindex(eos) + len(eos)          # writes after it belongs to the next turn (as in TRL)
+            text, carried = text[:cut], text[cut:]
+        new = tokenizer(text, add_special_tokens=False)["input_ids"]
         ids, kinds = ids + new, kinds + [kind] * len(new)
-    checks = {"the chat template is prefix-preserving (each turn's tokens stay as they were)": preserving,
+    checks = {"the chat template is prefix-preserving (each turn's text stays as it was)": preserving,
               "every tool call the model made parses": all(tool_calls_parse(m) for m in messages[n_prompt:]
                                                            if m["role"] == "assistant")}
     return TokenMask(_segments(tokenizer, ids, kinds), checks)

@@ -33,9 +33,11 @@ def test_a_tool_rollout_splits_into_model_env_and_prompt_tokens_under_the_traine
     assert '"answer": "42"' in model_text[0] and "Done." in model_text[1]
     assert "score=1.0 correct=42" in env_text and "<tool_response>" in env_text   # the env's reply, masked
     counts = mask.counts()
-    ids = tokenizer.apply_chat_template(ROLLOUT, tools=[answer], tokenize=True, return_dict=False,
-                                        chat_template=get_training_chat_template(tokenizer))
-    assert sum(counts.values()) == len(ids)   # every token of the rollout, counted once
+    chat = tokenizer.apply_chat_template(ROLLOUT, tools=[answer], tokenize=False,
+                                         chat_template=get_training_chat_template(tokenizer))
+    # every token of the rollout counted once: the chat up to the model's last end-of-turn token, where it stopped
+    assert "".join(text for _, text, _ in mask.segments) == chat[:chat.rindex(tokenizer.eos_token) + len(tokenizer.eos_token)]
+    assert all(n > 0 for n in counts.values())
     assert all(mask.checks.values()), mask.checks
     assert "✓ the chat template is prefix-preserving" in str(mask) and "ENV (masked)" in str(mask)
     page = mask._repr_html_()
@@ -47,7 +49,7 @@ def test_qwen3s_own_template_is_flagged_not_prefix_preserving(tokenizer):
     empty thinking block), so turn-by-turn token counts would be wrong: the check says so (TRL swaps in a
     training template for exactly this reason)."""
     mask = mask_from_messages(tokenizer, ROLLOUT, n_prompt=2, tools=[answer])
-    assert not mask.checks["the chat template is prefix-preserving (each turn's tokens stay as they were)"]
+    assert not mask.checks["the chat template is prefix-preserving (each turn's text stays as it was)"]
     assert "✗ the chat template is prefix-preserving" in str(mask)
     from trl.chat_template_utils import get_training_chat_template
 
@@ -77,3 +79,31 @@ def test_the_trainers_template_kwargs_put_the_empty_thinking_block_in_the_prompt
     first_model = lambda mask: next(text for kind, text, _ in mask.segments if kind == "model")   # noqa: E731
     assert "<think>" in first_model(plain) and "<think>" not in first_model(no_thinking)
     assert "</think>" in no_thinking.segments[0][1] and all(no_thinking.checks.values())
+
+
+@pytest.mark.parametrize("template_kwargs", [{}, {"enable_thinking": False}])
+def test_the_layout_is_the_one_trl_builds_when_the_model_writes_before_its_call(tokenizer, template_kwargs):
+    """Notebook 01's rollouts: working text, then the call. The tokens of the tool turn are exactly those TRL 1.16
+    appends after the model's end-of-turn token (`GRPOTrainer._get_tool_suffix_ids`, called on a stand-in for the
+    trainer holding the attributes it reads), and the model's tokens are its own text, not merged with the prompt's
+    trailing newlines (as a whole-chat tokenization would: the check failed on every cpu run before)."""
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+    from trl.chat_template_utils import get_training_chat_template
+
+    template = get_training_chat_template(tokenizer)
+    rollout = [*ROLLOUT[:2], {"role": "assistant", "content": "tens 1 + 3 = 4, ones 2 + 0 = 2\n", "tool_calls": [CALL]},
+               *ROLLOUT[3:]]
+    mask = mask_from_messages(tokenizer, rollout, n_prompt=2, tools=[answer], chat_template=template,
+                              template_kwargs=template_kwargs)
+    assert all(mask.checks.values()), mask.checks
+    assert [kind for kind, _, _ in mask.segments] == ["prompt", "model", "env", "model"]
+    model_text = mask.segments[1][1]
+    assert model_text.split("</think>")[-1].lstrip().startswith("tens 1 + 3 = 4") and model_text.endswith(tokenizer.eos_token)
+    assert ("<think>" in model_text) == ("enable_thinking" not in template_kwargs)   # else the prompt holds it
+    trainer = SimpleNamespace(processing_class=tokenizer, _tokenizer=tokenizer, chat_template=template,
+                              chat_template_kwargs=template_kwargs, _is_vlm=False)
+    trl_suffix = GRPOTrainer._get_tool_suffix_ids(trainer, [rollout[3]])
+    env_kind, env_text, env_tokens = mask.segments[2]
+    assert env_tokens == len(trl_suffix) and tokenizer.decode(trl_suffix) == env_text
