@@ -88,11 +88,12 @@ class PairedChange:
     ci: tuple[float, float]
     gained: int
     lost: int
+    measure: str = "accuracy"   # or "exactly right" (`paired_change(..., exact=True)`)
 
     def __str__(self) -> str:
         lo, hi = self.ci
         verdict = "an improvement" if lo > 0 else "a loss" if hi < 0 else "within noise: the interval contains 0"
-        return (f"accuracy {self.change * 100:+.1f} points [{lo * 100:+.1f}, {hi * 100:+.1f}] on the same {self.n} "
+        return (f"{self.measure} {self.change * 100:+.1f} points [{lo * 100:+.1f}, {hi * 100:+.1f}] on the same {self.n} "
                 f"questions ({self.gained} gained, {self.lost} lost): {verdict}")
 
 
@@ -114,16 +115,21 @@ def _check_same_questions(before: EvalResult, after: EvalResult) -> None:
                          "with the same seed, n and dataset before and after training.")
 
 
-def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96) -> PairedChange:
+def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96, *, exact: bool = False) -> PairedChange:
     """Compare two evaluations question by question (both must come from `evaluate_policy` with the same
     seed and n, which serves the same questions in the same order; or from
-    `helpers.openreward_eval.evaluate_on_split` on the same split and n)."""
+    `helpers.openreward_eval.evaluate_on_split` on the same split and n).
+
+    `exact`: compare exactly right answers (score 1.0) instead of the scores, which for reasoning_gym include
+    partial credit ("-72" for 72 scores 0.67) that a policy can learn to collect."""
     _check_same_questions(before, after)
-    diffs = [a["score"] - b["score"] for b, a in zip(before.samples, after.samples)]
+    value = (lambda s: float(s["score"] == 1.0)) if exact else (lambda s: s["score"])
+    diffs = [value(a) - value(b) for b, a in zip(before.samples, after.samples)]
     mean, (lo, hi) = mean_interval(diffs, z)
     # scores lie in [0, 1], so a change lies in [-1, 1]
     return PairedChange(n=len(diffs), change=mean, ci=(max(-1.0, lo), min(1.0, hi)),
-                        gained=sum(d > 0 for d in diffs), lost=sum(d < 0 for d in diffs))
+                        gained=sum(d > 0 for d in diffs), lost=sum(d < 0 for d in diffs),
+                        measure="exactly right" if exact else "accuracy")
 
 
 @dataclass

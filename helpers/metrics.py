@@ -86,9 +86,10 @@ def evaluation_metrics(before, after) -> dict:
     if hasattr(before, "format_compliance"):
         from helpers.evaluation import paired_change
 
-        change = paired_change(before, after)
+        change, exact = paired_change(before, after), paired_change(before, after, exact=True)
         out = {"eval_n": after.n, "accuracy_change": change.change, "accuracy_change_ci": change.ci,
-               "questions_gained": change.gained, "questions_lost": change.lost}
+               "questions_gained": change.gained, "questions_lost": change.lost,
+               "exact_change": exact.change, "exact_change_ci": exact.ci}
         for when, result in (("before", before), ("after", after)):
             out.update({f"format_{when}": result.format_compliance, f"format_ci_{when}": result.format_ci,
                         f"accuracy_{when}": result.accuracy, f"accuracy_ci_{when}": result.accuracy_ci,

@@ -23,6 +23,9 @@ def assert_before_after_metrics(metrics: dict) -> None:
         assert metrics["questions_gained"] > 0
     if change < 0:
         assert metrics["questions_lost"] > 0
+    # the same comparison on exactly right answers, partial credit left out
+    exact, (low, high) = metrics["exact_change"], metrics["exact_change_ci"]
+    assert exact == pytest.approx(metrics["exact_after"] - metrics["exact_before"]) and low <= exact <= high
 
 
 def assert_precision_recorded(metrics: dict, text: str) -> None:

@@ -74,6 +74,14 @@ def test_paired_change_compares_the_same_questions(rg_server, tiny_toolcall):
     assert change.change == pytest.approx(sum(flipped) / 8)
     assert change.ci[0] < change.change < change.ci[1]
     assert "same 8 questions" in str(change)
+    # partial credit: a sign-flipped answer scores 0.67 with reasoning_gym; exactly right counts it as wrong
+    partial = copy.deepcopy(before)
+    partial.samples[0]["score"] = 2 / 3
+    was_right = before.samples[0]["score"] == 1.0
+    assert paired_change(before, partial).change == pytest.approx((2 / 3 - before.samples[0]["score"]) / 8)
+    exact = paired_change(before, partial, exact=True)
+    assert exact.change == pytest.approx(-1 / 8 if was_right else 0.0) and exact.lost == int(was_right)
+    assert str(exact).startswith("exactly right ")
 
     other = evaluate_policy(model, tokenizer, rg_server.base_url, dataset_config=ONE_DIGIT, n=8, seed=1,
                             max_new_tokens=40, progress=False)
