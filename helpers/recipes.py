@@ -51,7 +51,9 @@ RECIPES: dict[str, Recipe] = {
     # profile: at 0.5 (AVX2 EPYC, seed 0, 22 steps) nearly every group had a gradient (zero-std share 0.02 against
     # 0.30) and the policy learned to drop carries, whose column sums are true: -3.9 [-8.6, +0.8] on 450 sums.
     # exact_reward: True pays 1 for the exact answer and 0 otherwise; False (every profile) pays reasoning_gym's score,
-    # whose partial credit ("-72" for 72 earns 0.67) a run on the AVX2 EPYC learned to collect (docs/measurements.md).
+    # whose partial credit ("-72" for 72 earns 0.67) a run on the AVX2 EPYC learned to collect. With True (same CPU,
+    # seed 0, 22 steps) half the groups lost their gradient (zero-std 0.55) and positive subtractions still collapsed,
+    # to digit mistakes instead of sign flips: -2.0 [-4.9, +0.8] on 900 sums (docs/measurements.md#notebook-01).
     # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu: off, since cycling over the ~19
     # mixed questions memorized them (held-out -4.6 points) where fresh questions gained +5.6, +8.9, +1.7, +8.0 (four seeds,
     # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; with reused weight casts, 73-76 steps: +8.1,
