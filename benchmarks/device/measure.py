@@ -23,6 +23,9 @@ sys.argv = [script, *args]
 if os.environ.get("CAP_GIB") and torch.cuda.is_available():
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(float(os.environ["CAP_GIB"]) * 2**30 / total)
+if os.environ.get("EVAL_BATCH"):   # rows per evaluation batch on the card (helpers.evaluation says 8 there)
+    import helpers.evaluation
+    helpers.evaluation.default_batch_size = lambda model: int(os.environ["EVAL_BATCH"])
 started = time.time()
 result = {"name": name, "args": args, "rc": None, "error": None, "torch": torch.__version__,
           "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
