@@ -8,21 +8,30 @@
 After the second step (the first warms up) it prints the measured time per step and how long the
 planned steps will take; then a progress line every ~10 % of the run. With a cap it also says up front
 when this machine will not reach the planned steps inside it, and what to set instead, rather than
-stopping silently with a weaker model.
+stopping silently with a weaker model. With a floor (`min_steps`, the fewest steps that showed a gain in
+measured runs) a machine a little too slow trains to the floor, and one far too slow stops right after
+the estimate and says why (`budget.too_few_steps`): its steps would change nothing anyone could measure.
 """
 
 from __future__ import annotations
 
+import math
 import time
+
+
+# A run whose budget buys fewer than `min_steps` trains on to them when that takes at most this many times the
+# budget (20 -> 30 minutes), and otherwise stops after its estimate (issue 40: 22 steps did not resolve a gain).
+MAX_EXTENSION = 1.5
 
 
 def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_after: int = 2,
                          after_training: tuple[str, float | None] | None = None, out=print):
     """A TrainerCallback that estimates the run's length and ends training after `minutes` (None: never).
 
-    `min_steps`: the cap never stops training before this step. A recipe sets it to the fewest steps that
-    showed its gain in measured runs, so a slow machine trains longer (and says so after two steps, with the
-    numbers) rather than stopping early with a change nobody can tell from noise.
+    `min_steps`: the fewest steps that showed the recipe's gain in measured runs. When the cap buys fewer, a
+    machine that reaches them within MAX_EXTENSION times the cap trains on to them (and says so after two steps,
+    with the numbers); a slower one stops right there, `too_few_steps` holding why and what to change, rather
+    than spend the cap and the evaluation after it on a change nobody can tell from noise.
     `after_training`: (what, seconds) of work that follows training and was already timed once on this
     machine (the evaluation after training repeats the one before), so the estimate says when the run ends,
     not only when training does; seconds None: not timed, nothing said."""
@@ -38,6 +47,7 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             self.steps_run = 0
             self.warned = False
             self.extended = False
+            self.too_few_steps = None   # why training stopped after the estimate, when it did
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.started = time.monotonic()
@@ -54,13 +64,20 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             planned = state.max_steps
             if state.global_step == estimate_after and self.seconds_per_step:
                 self._estimate(planned)
+            if self.too_few_steps and state.global_step > estimate_after:
+                # one step past the estimate: in Jupyter, transformers' progress bar (5.23) raises a TypeError when
+                # training ends at step 2, the first step it displayed
+                out(self.too_few_steps, flush=True)
+                control.should_training_stop = True
+                self.stopped_early = True
+                return control
             elif (state.global_step > estimate_after and self.seconds_per_step and planned >= 10
                   and state.global_step % max(1, planned // 10) == 0 and state.global_step < planned):
                 left = (planned - state.global_step) * self.seconds_per_step
                 out(f"step {state.global_step}/{planned}, {now - self.started:.0f} s so far, "
                     f"~{left / 60:.1f} min left", flush=True)
             if (minutes is not None and self.started is not None and now - self.started > minutes * 60
-                    and state.global_step >= min(min_steps, planned)):
+                    and state.global_step >= max(min(min_steps, planned), min(3, planned))):   # 3: see above
                 control.should_training_stop = True
                 self.stopped_early = state.global_step < planned
             return control
@@ -75,7 +92,7 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             total = per_step * planned
             out(f"{per_step:.1f} s a step on this machine: {planned} steps take about {total / 60:.1f} min", flush=True)
             self._warn(planned, per_step, total)
-            if after_training is not None and after_training[1]:
+            if after_training is not None and after_training[1] and not self.too_few_steps:
                 what, seconds = after_training
                 training = total if minutes is None else min(total, max(minutes * 60, min(min_steps, planned) * per_step))
                 out(f"then {what}: about {seconds / 60:.0f} min, as long as before training; both done about "
@@ -87,13 +104,28 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             reachable = int(minutes * 60 / per_step)
             self.warned = True
             floor = min(min_steps, planned)
-            if reachable < floor:
+            if reachable < floor and floor * per_step <= MAX_EXTENSION * minutes * 60:
                 self.extended = True
                 out(f"WARNING: on this machine the {minutes}-minute budget (TRAIN_MINUTES) buys about {reachable} of "
                     f"{planned} steps, fewer than the {floor} this recipe needed to show its gain in measured runs "
                     f"(docs/measurements.md). Training goes on to step {floor}: about {floor * per_step / 60:.0f} "
                     f"minutes instead of {minutes}. MIN_STEPS=0 keeps the {minutes}-minute cap (the change will likely "
                     "be within noise); a faster machine or the gpu profile trains the whole plan.", flush=True)
+                return
+            if reachable < floor:
+                needed = math.ceil(floor * per_step / 60)
+                after = ""
+                if after_training is not None and after_training[1]:
+                    after = f", then {after_training[1] / 60:.0f} min for {after_training[0]}"
+                self.too_few_steps = (
+                    f"STOPPED after {self.steps_run + 1} steps: on this machine a step takes {per_step:.0f} s, so the "
+                    f"{minutes}-minute budget (TRAIN_MINUTES) buys about {reachable} of {planned} steps, and the {floor} "
+                    f"steps this recipe needed to show a gain in measured runs would take {needed} min. Fewer steps "
+                    "changed nothing anyone could tell from noise (docs/measurements.md), so training stops here "
+                    f"instead. To train them anyway: TRAIN_MINUTES={needed} ({needed} min{after}); MIN_STEPS=0 trains "
+                    f"what {minutes} minutes buy; PROFILE='gpu' on a GPU (a free Colab T4) trains the whole plan.")
+                out(f"WARNING: the {floor} steps this recipe needs would take {needed} min on this machine: "
+                    "training stops after the next step (below, with what to change).", flush=True)
                 return
             out(f"WARNING: the {minutes}-minute budget (TRAIN_MINUTES) stops training after about {reachable} of "
                 f"{planned} steps on this machine, so the run trains less than its profile plans. Set "
@@ -105,6 +137,7 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             return {"steps_planned": self.steps_planned, "steps_run": self.steps_run,
                     "seconds_per_step": round(per_step, 2) if per_step else None,
                     "train_minutes": minutes, "stopped_by_time_budget": self.stopped_early,
-                    "budget_warning": self.warned, "min_steps": min_steps, "budget_extended": self.extended}
+                    "budget_warning": self.warned, "min_steps": min_steps, "budget_extended": self.extended,
+                    "stopped_too_few_steps": self.too_few_steps}
 
     return TrainingBudget()

@@ -67,9 +67,12 @@ RECIPES: dict[str, Recipe] = {
     # lr_scheduler_type "linear" (TRL's default) in every profile: it decays over max_steps, so a cpu run the cap stops
     # at step ~40 of 80 ends at half the lr. "constant" kept the full lr to the end: seed 0 went -0.7 [-5.5, +4.1]
     # where linear gained +5.6 [+1.2, +10.1] (docs/measurements.md#notebook-01).
-    # min_steps: the time cap never stops training before this step. cpu 22: the fewest steps of a measured run whose
-    # gain was resolved (22 on the Xeon, +4.8 [+1.9, +7.8] re-checked on 900 sums; 25 on the EPYC, +7.6 [+3.8, +11.3]
-    # on 450); a slow CPU's 14 steps showed -0.9 [-8.6, +6.8] (docs/measurements.md#notebook-01).
+    # min_steps: the fewest steps worth training (helpers.budget): a machine whose cap buys fewer trains on to them
+    # when that takes at most 1.5x the cap, and otherwise stops after its two-step estimate, saying why. cpu 40: the
+    # fewest steps at which several seeds resolved a gain (40-42 steps: +5.6, +8.9, +1.7, +8.0). 22 steps did not:
+    # eight runs on an H200 (two checkpoints x four seeds) gained +0.8 on average, one of eight resolved, and the three
+    # 22-step runs on the AVX2 EPYC lost 2-4 points; a slow CPU's 14 steps showed -0.9 [-8.6, +6.8]
+    # (docs/measurements.md#notebook-01).
     # checkpoint_steps: a checkpoint (weights, optimizer, step) every N steps, which RESUME=True goes on from after a
     # disconnect (helpers.resume); gpu 25 (Colab), 0 elsewhere: a laptop run is not cut off, and each save costs disk.
     "01_grpo_walkthrough": Recipe(
@@ -89,7 +92,7 @@ RECIPES: dict[str, Recipe] = {
                     "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "warmup_steps": 0, "lr_scheduler_type": "linear",
                     "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                     "eval_n": 900, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
-                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "exact_reward": False, "checkpoint_steps": 0, "min_steps": 22},
+                    "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "exact_reward": False, "checkpoint_steps": 0, "min_steps": 40},
             "gpu": {"model": "Qwen/Qwen3-1.7B", "warm_start": False, "dataset_name": "chain_sum",
                     "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
                     "max_steps": 150, "learning_rate": 1e-6, "per_device_train_batch_size": 1,

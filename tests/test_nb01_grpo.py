@@ -148,6 +148,21 @@ def test_tiny_run_with_lora(notebook_runner):
     assert next(model.parameters()).dtype == torch.float32
 
 
+def test_a_machine_too_slow_for_min_steps_stops_after_two_steps_and_says_why(notebook_runner):
+    """Issue 40's slow CPU: when the budget buys far fewer than MIN_STEPS, the notebook stops training one step
+    after its two-step estimate, prints why and what to set, skips the evaluation after training (nothing was trained) and
+    records the reason; the rest of the lesson still runs to the end."""
+    metrics, executed = notebook_runner(NB, MAX_STEPS=8, MIN_STEPS=8, TRAIN_MINUTES=1e-4)
+    text = cell_outputs_text(executed)
+    reason = metrics["stopped_too_few_steps"]
+    assert metrics["steps_run"] == 3 == metrics["steps"] and metrics["stopped_by_time_budget"] is True
+    assert reason.startswith("STOPPED after 3 steps") and "the 8 steps this recipe needed" in reason
+    assert "TRAIN_MINUTES=" in reason and "PROFILE='gpu'" in reason and text.count(reason) >= 2
+    assert "after: not evaluated: training stopped after 3 steps" in text
+    assert metrics["accuracy_after"] == metrics["accuracy_before"] and metrics["budget_extended"] is False
+    assert "then the evaluation after training: about" not in text and "metrics ->" in text
+
+
 def test_mixed_only_trains_on_the_preflight_mixed_questions(notebook_runner):
     """MIXED_ONLY=True (dynamic sampling): the training rows cycle over the preflight questions whose group was
     mixed; with none mixed the run stops before training and says what to change."""
