@@ -112,3 +112,20 @@ def test_report_of_a_failed_run_says_so(tmp_path, monkeypatch):
                           profile="cpu")
     page = report.read_text()
     assert "Failed: PapermillExecutionError: boom" in page and "was not written" in page and "PROFILE=tiny" not in page
+
+
+def test_the_report_of_a_run_stopped_for_too_few_steps_gives_the_reason_and_no_change():
+    """Notebook 01 on a CPU far too slow for MIN_STEPS stops after three steps and skips its evaluation after
+    training: the report says why and shows no "after" numbers or paired change (they would read +0.0)."""
+    from tools.report import eval_table, key_facts
+
+    reason = "STOPPED after 3 steps: on this machine a step takes 60 s, ..."
+    metrics = {"steps_planned": 80, "steps_run": 3, "seconds_per_step": 60.1, "stopped_too_few_steps": reason,
+               "accuracy_before": 0.5, "accuracy_ci_before": [0.47, 0.53], "accuracy_after": 0.5,
+               "accuracy_ci_after": [0.47, 0.53], "accuracy_change": 0.0, "accuracy_change_ci": [0.0, 0.0], "eval_n": 900}
+    assert ("training stopped", reason) in key_facts(metrics)
+    table = eval_table(metrics)
+    assert "not evaluated" in table and "Paired change" not in table and "50%" in table
+    trained = {**metrics, "stopped_too_few_steps": None, "accuracy_after": 0.55, "accuracy_change": 0.05,
+               "accuracy_change_ci": [0.02, 0.08]}
+    assert "Paired change" in eval_table(trained) and "not evaluated" not in eval_table(trained)

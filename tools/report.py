@@ -41,6 +41,8 @@ def key_facts(m: dict) -> list[tuple[str, str]]:
                       + (f", {m['seconds_per_step']} s a step" if m.get("seconds_per_step") else "")))
     if m.get("episodes_requested"):
         facts.append(("teacher episodes kept", f"{m.get('episodes_kept')} of {m['episodes_requested']}"))
+    if m.get("stopped_too_few_steps"):
+        facts.append(("training stopped", m["stopped_too_few_steps"]))
     if m.get("reward_initial") is not None and m.get("reward_final") is not None:
         facts.append(("training reward", f"{m['reward_initial']:.2f} → {m['reward_final']:.2f}"
                       + (f" ({m['diagnosis']})" if m.get("diagnosis") else "")))
@@ -48,14 +50,17 @@ def key_facts(m: dict) -> list[tuple[str, str]]:
 
 
 def eval_table(m: dict) -> str:
-    """Before/after held-out numbers with 95 % intervals, and the paired change; "" if none were recorded."""
+    """Before/after held-out numbers with 95 % intervals, and the paired change; "" if none were recorded. A run
+    that stopped before it trained (too few steps in its budget) was not evaluated after: no change is shown."""
     if "accuracy_before" not in m:
         return ""
-    rows = "".join(f"<tr><td>{label}</td><td>{_with_ci(m, key, 'before')}</td><td>{_with_ci(m, key, 'after')}</td></tr>"
+    stopped = bool(m.get("stopped_too_few_steps"))
+    after = (lambda key: "not evaluated") if stopped else (lambda key: _with_ci(m, key, "after"))
+    rows = "".join(f"<tr><td>{label}</td><td>{_with_ci(m, key, 'before')}</td><td>{after(key)}</td></tr>"
                    for key, label in EVAL_ROWS if f"{key}_before" in m)
     out = (f"<table class='eval'><tr><th>held-out, {m.get('eval_n', '?')} questions</th><th>before</th>"
            f"<th>after</th></tr>{rows}</table>")
-    if "accuracy_change" in m:
+    if "accuracy_change" in m and not stopped:
         low, high = m.get("accuracy_change_ci") or (None, None)
         verdict = ("an improvement" if low is not None and low > 0 else "a loss" if high is not None and high < 0
                    else "within noise (the interval contains 0)")
