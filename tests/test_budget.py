@@ -1,6 +1,22 @@
 """helpers.budget: the wall-time budget stops a trainer after its minutes, and never when it has none."""
 
 
+def steps_until_stopped(budget, state, step_seconds: float = 0.05):
+    """Run `budget` through steps of `step_seconds` until it stops training; the step it stopped at (None: never)."""
+    import time
+
+    from transformers import TrainerControl
+
+    budget.on_train_begin(None, state, TrainerControl())
+    for step in range(1, state.max_steps + 1):
+        budget.on_step_begin(None, state, TrainerControl())
+        time.sleep(step_seconds)
+        state.global_step = step
+        if budget.on_step_end(None, state, TrainerControl()).should_training_stop:
+            return step
+    return None
+
+
 def test_time_budget_stops_training_after_its_minutes():
     import time
 
@@ -58,9 +74,7 @@ def test_a_budget_too_short_for_the_recipes_minimum_trains_to_the_minimum_and_sa
     """Notebook 01 on a slow CPU trained 14 of 80 steps inside its 20 minutes and showed -0.9 points
     [-8.6, +6.8]: a machine that reaches MIN_STEPS within 1.5x the cap trains on to them, and after two steps
     the run says how long that takes and how to keep the cap instead."""
-    import time
-
-    from transformers import TrainerControl, TrainerState
+    from transformers import TrainerState
 
     from helpers.budget import time_budget_callback
 
@@ -68,15 +82,7 @@ def test_a_budget_too_short_for_the_recipes_minimum_trains_to_the_minimum_and_sa
     state = TrainerState(global_step=0, max_steps=10)
     # steps of ~0.05 s, a cap of 0.18 s: 3 steps fit, and the 4 of the floor (~0.2 s) are within 1.5x the cap
     budget = time_budget_callback(minutes=0.18 / 60, min_steps=4, out=lambda line, **kw: lines.append(line))
-    budget.on_train_begin(None, state, TrainerControl())
-    stopped_at = None
-    for step in range(1, 11):
-        budget.on_step_begin(None, state, TrainerControl())
-        time.sleep(0.05)
-        state.global_step = step
-        if budget.on_step_end(None, state, TrainerControl()).should_training_stop:
-            stopped_at = step
-            break
+    stopped_at = steps_until_stopped(budget, state)
     assert stopped_at == 4  # over the time cap by step 4, never before the minimum
     assert "of 10 steps, fewer than the 4 this recipe needed" in lines[1] and "MIN_STEPS=0" in lines[1]
     assert budget.summary()["budget_extended"] is True and budget.summary()["min_steps"] == 4
@@ -87,9 +93,7 @@ def test_a_machine_far_too_slow_for_the_minimum_stops_after_its_estimate_and_say
     """Issue 40: on the AVX2 EPYC the cap bought ~20 steps and the floor of 22 trained them, and every such run lost
     2-4 points; eight 22-step runs on an H200 gained +0.8 on average. When the floor would take more than
     MAX_EXTENSION times the cap, the run stops after the estimate, with the numbers and the settings that help."""
-    import time
-
-    from transformers import TrainerControl, TrainerState
+    from transformers import TrainerState
 
     from helpers.budget import MAX_EXTENSION, time_budget_callback
 
@@ -98,15 +102,7 @@ def test_a_machine_far_too_slow_for_the_minimum_stops_after_its_estimate_and_say
     # a step of ~0.05 s, a cap of 0.5 s: 10 steps fit; 40 would take ~2 s, more than 1.5x the cap
     budget = time_budget_callback(minutes=0.5 / 60, min_steps=40, after_training=("the evaluation after training", 900.0),
                                   out=lambda line, **kw: lines.append(line))
-    budget.on_train_begin(None, state, TrainerControl())
-    stopped_at = None
-    for step in range(1, 81):
-        budget.on_step_begin(None, state, TrainerControl())
-        time.sleep(0.05)
-        state.global_step = step
-        if budget.on_step_end(None, state, TrainerControl()).should_training_stop:
-            stopped_at = step
-            break
+    stopped_at = steps_until_stopped(budget, state)
     assert stopped_at == 3 and budget.stopped_early   # one step past the estimate (helpers.budget says why)
     assert 40 * budget.seconds_per_step > MAX_EXTENSION * 0.5
     message = budget.too_few_steps
