@@ -22,6 +22,10 @@ import time
 # A run whose budget buys fewer than `min_steps` trains on to them when that takes at most this many times the
 # budget (20 -> 30 minutes), and otherwise stops after its estimate (issue 40: 22 steps did not resolve a gain).
 MAX_EXTENSION = 1.5
+# The budget never ends training before this step: in Jupyter, transformers' progress bar (5.23) raises a TypeError
+# when training ends at step 2 of a longer plan, the first step it displayed. So a run found too slow at its two-step
+# estimate stops one step later.
+FIRST_STOP_STEP = 3
 
 
 def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_after: int = 2,
@@ -64,20 +68,18 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             planned = state.max_steps
             if state.global_step == estimate_after and self.seconds_per_step:
                 self._estimate(planned)
-            if self.too_few_steps and state.global_step > estimate_after:
-                # one step past the estimate: in Jupyter, transformers' progress bar (5.23) raises a TypeError when
-                # training ends at step 2, the first step it displayed
+            if self.too_few_steps and state.global_step >= max(estimate_after + 1, FIRST_STOP_STEP):
                 out(self.too_few_steps, flush=True)
                 control.should_training_stop = True
                 self.stopped_early = True
                 return control
-            elif (state.global_step > estimate_after and self.seconds_per_step and planned >= 10
+            if (state.global_step > estimate_after and self.seconds_per_step and planned >= 10
                   and state.global_step % max(1, planned // 10) == 0 and state.global_step < planned):
                 left = (planned - state.global_step) * self.seconds_per_step
                 out(f"step {state.global_step}/{planned}, {now - self.started:.0f} s so far, "
                     f"~{left / 60:.1f} min left", flush=True)
             if (minutes is not None and self.started is not None and now - self.started > minutes * 60
-                    and state.global_step >= max(min(min_steps, planned), min(3, planned))):   # 3: see above
+                    and state.global_step >= max(min(min_steps, planned), min(FIRST_STOP_STEP, planned))):
                 control.should_training_stop = True
                 self.stopped_early = state.global_step < planned
             return control
@@ -118,7 +120,7 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
                 if after_training is not None and after_training[1]:
                     after = f", then {after_training[1] / 60:.0f} min for {after_training[0]}"
                 self.too_few_steps = (
-                    f"STOPPED after {self.steps_run + 1} steps: on this machine a step takes {per_step:.0f} s, so the "
+                    f"STOPPED after {max(self.steps_run + 1, FIRST_STOP_STEP)} steps: on this machine a step takes {per_step:.0f} s, so the "
                     f"{minutes}-minute budget (TRAIN_MINUTES) buys about {reachable} of {planned} steps, and the {floor} "
                     f"steps this recipe needed to show a gain in measured runs would take {needed} min. Fewer steps "
                     "changed nothing anyone could tell from noise (docs/measurements.md), so training stops here "

@@ -148,10 +148,10 @@ def test_tiny_run_with_lora(notebook_runner):
     assert next(model.parameters()).dtype == torch.float32
 
 
-def test_a_machine_too_slow_for_min_steps_stops_after_two_steps_and_says_why(notebook_runner):
+def test_a_machine_too_slow_for_min_steps_stops_after_three_steps_and_says_why(notebook_runner):
     """Issue 40's slow CPU: when the budget buys far fewer than MIN_STEPS, the notebook stops training one step
-    after its two-step estimate, prints why and what to set, skips the evaluation after training (nothing was trained) and
-    records the reason; the rest of the lesson still runs to the end."""
+    after its two-step estimate, prints why and what to set, skips the evaluation after training (nothing was
+    trained) and records the reason; the rest of the lesson still runs to the end."""
     metrics, executed = notebook_runner(NB, MAX_STEPS=8, MIN_STEPS=8, TRAIN_MINUTES=1e-4)
     text = cell_outputs_text(executed)
     reason = metrics["stopped_too_few_steps"]

