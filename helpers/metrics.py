@@ -82,19 +82,23 @@ def evaluation_metrics(before, after) -> dict:
     """The metrics of a before/after evaluation, named as the tests read them.
 
     `helpers.evaluation.EvalResult` (notebooks 01, 02): format/accuracy/exact with their intervals, the
-    paired change, eval_n. `helpers.openreward_eval.SplitEvalResult` (notebook 04): test_* keys."""
+    paired change, eval_n; `after=None` (no evaluation after training ran) records the "after" and change keys as
+    None. `helpers.openreward_eval.SplitEvalResult` (notebook 04): test_* keys."""
     if hasattr(before, "format_compliance"):
         from helpers.evaluation import paired_change
 
-        change, exact = paired_change(before, after), paired_change(before, after, exact=True)
-        out = {"eval_n": after.n, "accuracy_change": change.change, "accuracy_change_ci": change.ci,
+        measured = before if after is None else after
+        change, exact = paired_change(before, measured), paired_change(before, measured, exact=True)
+        out = {"eval_n": measured.n, "accuracy_change": change.change, "accuracy_change_ci": change.ci,
                "questions_gained": change.gained, "questions_lost": change.lost,
                "exact_change": exact.change, "exact_change_ci": exact.ci}
-        for when, result in (("before", before), ("after", after)):
+        for when, result in (("before", before), ("after", measured)):
             out.update({f"format_{when}": result.format_compliance, f"format_ci_{when}": result.format_ci,
                         f"accuracy_{when}": result.accuracy, f"accuracy_ci_{when}": result.accuracy_ci,
                         f"exact_{when}": result.exact, f"exact_ci_{when}": result.exact_ci,
                         f"eval_seconds_{when}": result.seconds})
+        if after is None:   # None, not a copy of "before"; it also replaces what an earlier run merged into metrics.json
+            out.update({key: None for key in out if key.endswith("_after") or "change" in key or "questions_" in key})
         return out
     from helpers.evaluation import paired_change
 
@@ -161,7 +165,9 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
         metrics["lora"] = settings.lora
     if precision is not None:
         metrics.update(precision.as_metrics())
-    if before is not None and after is not None:
+    if budget is not None and getattr(budget, "too_few_steps", None):
+        after = None   # stopped before it trained: no evaluation after training ran (its keys are recorded as None)
+    if before is not None:
         metrics.update(evaluation_metrics(before, after))
     if trainer is not None:
         metrics.update(trainer_metrics(trainer))

@@ -134,6 +134,11 @@ def spread(metrics_paths: list[str], key: str = "accuracy_change") -> dict:
     runs = []
     for metrics_path in metrics_paths:
         m = json.loads(Path(metrics_path).read_text())
+        if m.get(key) is None:
+            raise ValueError(f"{metrics_path} records no {key}: "
+                             + (f"its training stopped early ({m['stopped_too_few_steps']})"
+                                if m.get("stopped_too_few_steps") else "the run has no evaluation after training")
+                             + ". Leave it out of the spread.")
         low, high = m[f"{key}_ci"]
         runs.append({"seed": m.get("seed"), "change": m[key], "ci": [low, high], "resolved": low > 0 or high < 0,
                      "steps": m.get("steps_run", m.get("steps")), "seconds_per_step": m.get("seconds_per_step"),

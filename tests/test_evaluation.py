@@ -157,3 +157,11 @@ def test_record_run_builds_the_metrics_the_notebook_tests_read(tmp_path, monkeyp
     assert metrics["accuracy_before"] == 0.25 and metrics["accuracy_after"] == 0.75
     assert metrics["accuracy_change"] == 0.5 and (metrics["questions_gained"], metrics["questions_lost"]) == (2, 0)
     assert {"format_ci_before", "exact_ci_after", "accuracy_change_ci"} <= set(metrics)
+    # a run whose budget stopped it before it trained evaluated nothing after: recorded as None, replacing the run above's
+    stopped = SimpleNamespace(too_few_steps="STOPPED after 3 steps", summary=lambda: {"steps_run": 3})
+    metrics = json.loads(record_run("nb", SimpleNamespace(profile="tiny", model="m"), before=result([0, 1, 0, 0]),
+                                    after=result([0, 1, 0, 0]), budget=stopped).read_text())
+    assert metrics["accuracy_before"] == 0.25 and metrics["eval_n"] == 4 and metrics["steps_run"] == 3
+    not_measured = {key for key in metrics if key.endswith("_after") or "change" in key or "questions_" in key}
+    assert {"accuracy_after", "eval_seconds_after", "accuracy_change_ci", "questions_gained"} <= not_measured
+    assert all(metrics[key] is None for key in not_measured)

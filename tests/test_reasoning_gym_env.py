@@ -344,9 +344,32 @@ def test_collect_runner_end_to_end(rg_server, tmp_path):
 
     records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert [r["reward"] for r in records] == [1.0] * 4
+    # the CLI passes no seed: each episode's question follows from its id, so a second collection is the same
+    again = tmp_path / "again"
+    CollectRunner(session_factory=_collect_factory(rg_server.base_url, SEED_CONFIG), harness_adapter=MCPHarnessAdapter(),
+                  serializer=RolloutSerializer(again), limits=HarnessRunLimits(max_turns=3)).run(model_step=teacher,
+                                                                                                 num_episodes=4)
+    repeated = [json.loads(line) for line in (again / "results.jsonl").read_text().splitlines()]
+    questions = [r["messages"][0]["content"] for r in records]
+    assert [r["messages"][0]["content"] for r in repeated] == questions and len(set(questions)) == 4
     call = records[0]["messages"][1]["tool_calls"][0]["function"]
     assert call["name"] == "answer" and "answer" in json.loads(call["arguments"])
     assert records[0]["messages"][2]["role"] == "tool"
+
+
+def test_collect_seeds_follow_the_episode_id_and_miss_the_held_out_seeds():
+    """`openenv collect` passes no seed: the question of `ep-000012` is fixed by the dataset, its config and that
+    id, differs between ids and configs, and the first 10,000 ids never land on the held-out evaluation's seeds."""
+    from helpers.evaluation import EVAL_SEED
+    from reasoning_gym_env.harness import ReasoningGymSessionFactory
+
+    def seeds(config):
+        factory = ReasoningGymSessionFactory(lambda: None, dataset_name="chain_sum", dataset_config=config)
+        return [factory._episode_seed(None, f"ep-{i:06d}") for i in range(10_000)]
+
+    first, other = seeds(SEED_CONFIG), seeds({**SEED_CONFIG, "max_terms": 4})
+    assert first == seeds(dict(SEED_CONFIG)) and len(set(first)) == 10_000 and not set(first) & set(other)
+    assert not [seed for seed in first if EVAL_SEED <= seed < EVAL_SEED + 10_000]
 
 
 def test_session_beyond_capacity_gets_clear_error(rg_server):

@@ -88,3 +88,8 @@ def test_spread_tabulates_the_held_out_change_across_seeds(tmp_path):
     assert result["mean"] == pytest.approx(0.11 / 3) and (result["lowest"], result["highest"]) == (-0.016, 0.076)
     assert result["resolved"] == 2 and [r["resolved"] for r in result["runs"]] == [True, False, True]
     assert describe_spread(result).splitlines()[-1] == "mean +3.7 points, range -1.6 to +7.6; 2 of 3 intervals exclude 0"
+    stopped = tmp_path / "stopped.json"   # a run that stopped before it trained has no change to average
+    stopped.write_text(json.dumps({"seed": 3, "accuracy_change": None, "accuracy_change_ci": None,
+                                   "stopped_too_few_steps": "STOPPED after 3 steps"}))
+    with pytest.raises(ValueError, match="stopped.json records no accuracy_change: its training stopped early"):
+        spread(paths + [str(stopped)])

@@ -18,8 +18,11 @@ The episode's reward is the environment's score of the submitted answer (the har
 computes a reward itself). Every episode gets a fresh question: each session builds a one-question
 dataset whose seed is the `seed` passed to `create` (TRL passes the same seed to every rollout of a
 group, so they share a question), else the factory's `seed` plus a running episode counter
-(reproducible), else a random one (what the CLI gets). Consecutive seeds walk the questions of one
-reasoning_gym dataset, since question `i` of a dataset with seed `s` is built from `s + i`.
+(reproducible), else one derived from the episode id (what the CLI gets: it names its episodes
+`ep-000000`, `ep-000001`, ..., so the same command collects the same questions every time and
+`--resume` gives a missing id the question it would have had), else a random one. Consecutive seeds
+walk the questions of one reasoning_gym dataset, since question `i` of a dataset with seed `s` is
+built from `s + i`.
 
 Mistakes of the model do not fail the episode: an unknown tool, a missing `answer` argument or a
 second answer come back as a `ToolResult` with `error` set (the model sees the message and can
@@ -29,7 +32,9 @@ try again within `--max-turns`). An episode in which the model never answers has
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import random
 import threading
 from typing import Any, Callable, Optional
@@ -172,7 +177,9 @@ class ReasoningGymSessionFactory(ResourceSessionFactory[ReasoningGymSession]):
         dataset_name: reasoning_gym dataset, e.g. "chain_sum".
         dataset_config: its config; None or {} means reasoning_gym's defaults.
         seed: base seed making the episode sequence reproducible (episode k uses seed + k);
-            None draws a random seed per episode. A `seed` given to `create` wins over both.
+            None derives each episode's seed from its `episode_id` (the dataset, its config and the
+            id, hashed), or draws a random one when `create` gets no id. A `seed` given to `create`
+            wins over both.
     """
 
     def __init__(
@@ -191,13 +198,16 @@ class ReasoningGymSessionFactory(ResourceSessionFactory[ReasoningGymSession]):
         self._lock = threading.Lock()
         self._rng = random.SystemRandom()
 
-    def _episode_seed(self, seed: Optional[int]) -> int:
+    def _episode_seed(self, seed: Optional[int], episode_id: Optional[str] = None) -> int:
         if seed is not None:
             return int(seed)
-        if self.base_seed is None:
-            return self._rng.randrange(2**31)
-        with self._lock:
-            return self.base_seed + next(self._counter)
+        if self.base_seed is not None:
+            with self._lock:
+                return self.base_seed + next(self._counter)
+        if episode_id is not None:
+            key = json.dumps([self.dataset_name, self.dataset_config, episode_id], sort_keys=True)
+            return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % 2**31
+        return self._rng.randrange(2**31)
 
     def create(
         self,
@@ -209,7 +219,7 @@ class ReasoningGymSessionFactory(ResourceSessionFactory[ReasoningGymSession]):
             self._client_factory(),
             dataset_name=self.dataset_name,
             dataset_config=self.dataset_config,
-            seed=self._episode_seed(seed),
+            seed=self._episode_seed(seed, episode_id),
             episode_id=episode_id,
             task=task,
         )
