@@ -12,7 +12,12 @@
 #   device run "bash .gpu/checkpoint_precision.sh start .gg3"  carry [".gg3"]   (starts the runs, then waits)
 #   device run "bash .gpu/checkpoint_precision.sh wait"                         (until done; results in $OUT)
 # Each call must come within the machine's 30 s idle window of the last. STEPS (22), SEEDS ("0 1"), EVAL_BATCH
-# (128), EVAL_N (900), PREFLIGHT_N (32) and PROFILE (cpu; tiny for a dry run on a CPU) change the plan. Measured in docs/measurements.md (notebook 01, the checkpoint's precision).
+# (128), EVAL_N (900), PREFLIGHT_N (32) and PROFILE (cpu; tiny for a dry run on a CPU) change the plan. Measured in
+# docs/measurements.md (notebook 01, the checkpoint's precision).
+# PLAN=<file> runs other notebook 01 recipes instead (issue 40's search for a larger gain): one run a line,
+# `name checkpoint-precision flags...`, e.g. `g16-s0 bf16 --seed 0 --num-generations 16 --min-steps 80`; the flags
+# come after the defaults above, so they win; notebook 02 runs once for each precision the plan names; every run
+# starts at once (3.7 GiB of the card each, OMP_NUM_THREADS=3 each). Lines starting with # are skipped.
 set -u
 STAGE=/tmp/stage; EXP=/tmp/exp; REPO=$PWD
 mkdir -p $STAGE $EXP
@@ -51,15 +56,19 @@ nb() {  # name, notebook script, flags
   local n=$1 s=$2; shift 2; mkdir -p $EXP/runs/$n
   AGENT_RL_RUNS=$EXP/runs/$n OUT=$EXP/out EVAL_BATCH=${EVAL_BATCH:-128} python3 -W ignore $STAGE/kit/measure.py $n $s "$@" \
     > $EXP/logs/$n.log 2>&1; log "$n rc $?"; }
-for p in fp32 bf16; do
+if [ -n "${PLAN:-}" ]; then plan=$(grep -v '^#' "$PLAN"); else   # default: both checkpoints, GRPO in fp32
+  plan=$(for p in fp32 bf16; do for s in ${SEEDS:-0 1}; do echo "grpo-$p-$s $p --seed $s"; done; done); fi
+log "plan:"; echo "$plan"
+for p in $(echo "$plan" | awk 'NF {print $2}' | sort -u); do
   nb sft-$p $STAGE/kit/02_sft_warmup.py --profile ${PROFILE:-cpu} --precision $p --eval-n 100 --report-to none --seed 0 &
 done; wait
 ls -la $EXP/runs/sft-*/02_sft_warmup/checkpoint | head -8
-for p in fp32 bf16; do for s in ${SEEDS:-0 1}; do
-  mkdir -p $EXP/runs/grpo-$p-$s; ln -sfn $EXP/runs/sft-$p/02_sft_warmup $EXP/runs/grpo-$p-$s/02_sft_warmup
-  nb grpo-$p-$s $STAGE/kit/01_grpo_walkthrough.py --profile ${PROFILE:-cpu} --precision fp32 --preflight-n ${PREFLIGHT_N:-32} --eval-n ${EVAL_N:-900} \
-    --train-minutes 0.01 --min-steps ${STEPS:-22} --report-to none --seed $s &
-done; done; wait
+while read -r n p flags; do [ -z "$n" ] && continue
+  mkdir -p $EXP/runs/$n; ln -sfn $EXP/runs/sft-$p/02_sft_warmup $EXP/runs/$n/02_sft_warmup
+  TRAIN_TO_MIN_STEPS=1 nb $n $STAGE/kit/01_grpo_walkthrough.py --profile ${PROFILE:-cpu} --precision fp32 \
+    --preflight-n ${PREFLIGHT_N:-32} --eval-n ${EVAL_N:-900} --train-minutes 0.01 --min-steps ${STEPS:-22} \
+    --report-to none $flags &
+done <<< "$plan"; wait
 log DONE
 EOF
   REPO=$REPO STAGE=$STAGE EXP=$EXP setsid nohup bash $EXP/pipeline.sh > $EXP/pipeline.log 2>&1 < /dev/null &

@@ -4,6 +4,8 @@
 
 Writes $OUT/<name>.json every 10 s while the script runs and once at the end, so a run that a timeout kills
 still reports its peak so far (an interrupted notebook catches the first SIGINT and goes on to evaluate).
+TRAIN_TO_MIN_STEPS=1 makes notebook 01's time budget train on to MIN_STEPS however far past its cap: with
+TRAIN_MINUTES=0.01 that is "the first N steps of the planned schedule", as a CPU's budget stops it.
 CAP_GIB=14.7 lets PyTorch's allocator use no more than that on this card (a T4's memory on an H200): a recipe that
 would not fit the smaller card fails here with CUDA out-of-memory, as it would there.
 """
@@ -23,6 +25,9 @@ sys.argv = [script, *args]
 if os.environ.get("CAP_GIB") and torch.cuda.is_available():
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(float(os.environ["CAP_GIB"]) * 2**30 / total)
+if os.environ.get("TRAIN_TO_MIN_STEPS"):   # TRAIN_MINUTES=0.01 MIN_STEPS=N then trains exactly N steps of the plan
+    import helpers.budget                   # (otherwise a cap that small is far too short and stops at step 3)
+    helpers.budget.MAX_EXTENSION = float("inf")
 if os.environ.get("EVAL_BATCH"):   # rows per evaluation batch on the card (helpers.evaluation says 8 there)
     import helpers.evaluation
     helpers.evaluation.default_batch_size = lambda model: int(os.environ["EVAL_BATCH"])
