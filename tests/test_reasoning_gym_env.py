@@ -333,23 +333,22 @@ def test_collect_runner_end_to_end(rg_server, tmp_path):
         return ModelStepResult(response=LLMResponse(content="", tool_calls=[
             ToolCall(id="call-0", name=tools[0].name, args={"answer": solve_chain_sum(question)})]))
 
-    runner = CollectRunner(
-        session_factory=_collect_factory(rg_server.base_url, SEED_CONFIG),
-        harness_adapter=MCPHarnessAdapter(),
-        serializer=RolloutSerializer(tmp_path),
-        limits=HarnessRunLimits(max_turns=3),
-    )
-    result = runner.run(model_step=teacher, num_episodes=4)
-    assert (result.num_collected, result.num_failed, result.avg_reward) == (4, 0, 1.0)
+    def collect(folder):
+        """One collection of 4 episodes into `folder`: the run's result and the records it wrote."""
+        runner = CollectRunner(
+            session_factory=_collect_factory(rg_server.base_url, SEED_CONFIG),
+            harness_adapter=MCPHarnessAdapter(),
+            serializer=RolloutSerializer(folder),
+            limits=HarnessRunLimits(max_turns=3),
+        )
+        result = runner.run(model_step=teacher, num_episodes=4)
+        return result, [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
 
-    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    result, records = collect(tmp_path)
+    assert (result.num_collected, result.num_failed, result.avg_reward) == (4, 0, 1.0)
     assert [r["reward"] for r in records] == [1.0] * 4
     # the CLI passes no seed: each episode's question follows from its id, so a second collection is the same
-    again = tmp_path / "again"
-    CollectRunner(session_factory=_collect_factory(rg_server.base_url, SEED_CONFIG), harness_adapter=MCPHarnessAdapter(),
-                  serializer=RolloutSerializer(again), limits=HarnessRunLimits(max_turns=3)).run(model_step=teacher,
-                                                                                                 num_episodes=4)
-    repeated = [json.loads(line) for line in (again / "results.jsonl").read_text().splitlines()]
+    _, repeated = collect(tmp_path / "again")
     questions = [r["messages"][0]["content"] for r in records]
     assert [r["messages"][0]["content"] for r in repeated] == questions and len(set(questions)) == 4
     call = records[0]["messages"][1]["tool_calls"][0]["function"]
