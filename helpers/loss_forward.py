@@ -16,6 +16,11 @@ tokens, bf16: 4.8 s -> 1.9 s forward + backward; docs/measurements.md#the-grpo-l
 
     share_forward_prefix(model)     # load_policy does both; GRPOTrainer's loss passes then get them
 
+And a third thing that costs a whole pass: **a micro-batch whose rollouts all have advantage 0** (every group
+in it scored its rollouts alike: `frac_reward_zero_std`) contributes nothing to the gradient, yet TRL scores it
+forward and backward. `skip_zero_advantage_batches(trainer)` skips those passes and gives the trained weights the
+zero gradients the pass would have given, so training is bit-for-bit the same (tested).
+
 `forward_shared` takes over only the calls it is exact for: TRL's scoring pass on a CPU (`use_cache=False`, a
 2-D attention mask in which each row's tokens are contiguous, no position ids, cache or embeddings of the
 caller's, no activation checkpointing, no hidden states, attentions or router logits asked for) with at least
@@ -140,3 +145,76 @@ def unshare_forward_prefix(model):
     if getattr(backbone.forward, "shares_forward_prefix", False):
         del backbone.forward
     return model
+
+
+# Loss types whose every term is a multiple of the advantage (TRL 1.16's `_compute_loss`): with all advantages 0
+# the loss and its gradient are exactly 0, unless a KL term (beta), an entropy bonus or a router aux loss is added.
+ADVANTAGE_WEIGHTED_LOSSES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "vespo", "luspo")
+
+
+class SkippedPasses:
+    """What `skip_zero_advantage_batches` did: loss passes (micro-batches) seen and skipped."""
+
+    def __init__(self):
+        self.seen = 0
+        self.skipped = 0
+
+    def __str__(self) -> str:
+        share = self.skipped / self.seen if self.seen else 0.0
+        return (f"loss passes skipped: {self.skipped} of {self.seen} ({share:.0%}), every rollout in them had "
+                "advantage 0 (no gradient)")
+
+
+def _why_not_exact(trainer) -> str | None:
+    """Why a micro-batch of zero advantages would still have a gradient in `trainer`'s loss; None when it has none."""
+    if getattr(trainer, "beta", 0.0) != 0.0:
+        return f"beta={trainer.beta}: the KL term pulls every rollout towards the reference model"
+    if getattr(trainer, "_entropy_bonus_enabled", False):
+        return "an entropy bonus is on"
+    if getattr(trainer, "aux_loss_enabled", False):
+        return "the model's router aux loss is on"
+    if getattr(trainer, "loss_type", None) not in ADVANTAGE_WEIGHTED_LOSSES:
+        return f"loss_type={getattr(trainer, 'loss_type', None)!r} is not one measured to scale with the advantage"
+    return None
+
+
+def _zero_gradient_loss(model):
+    """A loss of 0 whose backward pass gives every trained weight a gradient of zeros: what scoring a micro-batch
+    of zero advantages gives it. (Not None: AdamW skips a weight without a gradient, while a zero gradient still
+    moves it by its momentum, as the plain pass would.)"""
+    import torch
+
+    trained = [p for p in model.parameters() if p.requires_grad]
+    if not trained:
+        return torch.zeros((), requires_grad=True)
+    return torch.stack([(p.reshape(-1)[:1] * 0).sum() for p in trained]).sum()
+
+
+def skip_zero_advantage_batches(trainer) -> SkippedPasses | None:
+    """Make `trainer` (a TRL GRPOTrainer) skip the forward and backward pass of every training micro-batch whose
+    rollouts all have advantage exactly 0, giving its trained weights zero gradients instead. Returns the counts
+    (print them after training), or None, having changed nothing, where such a micro-batch still has a gradient
+    (`_why_not_exact`: a KL term, an entropy bonus, an aux loss, an unknown loss type).
+
+    Why: a group whose rollouts all scored alike has advantage 0 on every rollout, and a micro-batch made only of
+    such rows (in practice: every group of the step was such a group, since TRL shuffles a step's rollouts across
+    its micro-batches) is a pass no gradient reads. TRL's logged `entropy` and clip ratios then leave such passes out (a step
+    whose passes were all skipped logs none)."""
+    reason = _why_not_exact(trainer)
+    if reason is not None:
+        print(f"skip_zero_advantage_batches: not installed, {reason}")
+        return None
+    counts = SkippedPasses()
+    plain = trainer.compute_loss
+
+    def compute_loss(model, inputs, return_outputs=False, num_items_in_batch=None):
+        advantages = inputs.get("advantages") if isinstance(inputs, dict) else None
+        if model.training and not return_outputs and advantages is not None:
+            counts.seen += 1
+            if not bool(advantages.any()):
+                counts.skipped += 1
+                return _zero_gradient_loss(model)
+        return plain(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+
+    trainer.compute_loss = compute_loss
+    return counts

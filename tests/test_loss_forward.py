@@ -128,3 +128,90 @@ def test_calls_it_is_not_exact_for_run_the_plain_forward():
     for case in cases:
         assert forward_shared(Backbone(), plain, **case) == "plain"
     assert [c.keys() for c in calls] == [c.keys() for c in cases]
+
+
+
+def _grpo_trainer(tmp_path, name, reward, *, callbacks=(), **config):
+    """A real GRPOTrainer of the tiny model from load_policy: two groups of two rollouts a step, two micro-batches
+    of two, three steps; `config` overrides GRPOConfig's arguments."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from helpers.models import load_policy
+    from helpers.offline_models import resolve_model
+    from helpers.prompts import SYSTEM_PROMPT
+
+    args = dict(output_dir=str(tmp_path / name), use_cpu=True, bf16=False, report_to="none", seed=0,
+                save_strategy="no", logging_steps=1, per_device_train_batch_size=2, gradient_accumulation_steps=2,
+                num_generations=2, max_steps=3, max_completion_length=8, learning_rate=1e-3, temperature=1.5,
+                top_entropy_quantile=0.5, chat_template_kwargs={"enable_thinking": False},
+                activation_checkpointing=False)
+    questions = [f"What is {a} + {b}?" for a, b in zip(range(10, 22), range(30, 42))]
+    rows = [[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": q}] for q in questions]
+    return GRPOTrainer(model=load_policy("tiny-toolcall"),
+                       processing_class=AutoTokenizer.from_pretrained(resolve_model("tiny-toolcall")),
+                       reward_funcs=reward, train_dataset=Dataset.from_dict({"prompt": rows}),
+                       args=GRPOConfig(**{**args, **config}), callbacks=list(callbacks))
+
+
+def _grpo_run(tmp_path, name, *, skip: bool, rewards):
+    """Three GRPO steps scored by `rewards(call, n)`; returns the trainer, the trained weights after each step, and
+    the skip counts."""
+    from transformers import TrainerCallback
+
+    calls = []
+
+    def reward(completions, **kwargs):
+        calls.append(1)
+        return rewards(len(calls), len(completions))
+
+    snapshots = []
+
+    class Snapshot(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            snapshots.append({n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad})
+
+    trainer = _grpo_trainer(tmp_path, name, reward, callbacks=[Snapshot()])
+    counts = loss_forward.skip_zero_advantage_batches(trainer) if skip else None
+    trainer.train()
+    return trainer, snapshots, counts
+
+
+@pytest.mark.slow
+def test_skipping_zero_advantage_passes_trains_bit_for_bit_the_same(tmp_path):
+    """A real GRPOTrainer whose second step's groups all score their rollouts alike (advantage 0 everywhere): with
+    `skip_zero_advantage_batches` that step's two loss passes are skipped, and every trained weight after every
+    step is bit-for-bit what TRL's own passes give. The second step still moves the weights (AdamW's momentum on a
+    zero gradient), so a skipped pass must leave zero gradients, not none."""
+    def rewards(call, n):   # steps 1 and 3: each group of two has one rollout right; step 2: all right
+        return [1.0] * n if call == 2 else [float(i % 2) for i in range(n)]
+
+    plain, plain_weights, _ = _grpo_run(tmp_path, "plain", skip=False, rewards=rewards)
+    skipping, skip_weights, counts = _grpo_run(tmp_path, "skip", skip=True, rewards=rewards)
+
+    assert (counts.seen, counts.skipped) == (6, 2)
+    assert "2 of 6" in str(counts)
+    assert len(plain_weights) == len(skip_weights) == 3
+    for step, (a, b) in enumerate(zip(plain_weights, skip_weights), start=1):
+        assert a.keys() == b.keys()
+        assert all(torch.equal(a[n], b[n]) for n in a), f"step {step}: the weights differ"
+    assert any(not torch.equal(plain_weights[0][n], plain_weights[1][n]) for n in plain_weights[0]), \
+        "step 2 (no gradient) should still move the weights by AdamW's momentum"
+    logged = [[h.get("reward"), h.get("frac_reward_zero_std")] for h in plain.state.log_history if "reward" in h]
+    assert logged == [[h.get("reward"), h.get("frac_reward_zero_std")]
+                      for h in skipping.state.log_history if "reward" in h]
+    assert [row[1] for row in logged] == [0.0, 1.0, 0.0]
+    step_two = [h for h in skipping.state.log_history if h.get("step") == 2 and "reward" in h]
+    assert "entropy" not in step_two[0]   # no pass scored: no entropy to log for that step
+
+
+@pytest.mark.slow
+def test_skipping_is_refused_where_zero_advantages_still_have_a_gradient(tmp_path, capsys):
+    """With a KL term (beta > 0) every rollout is pulled towards the reference model, advantage or not: nothing
+    is installed, TRL's own loss stays, and the reason is printed."""
+    trainer = _grpo_trainer(tmp_path, "kl", lambda completions, **kw: [1.0] * len(completions), beta=0.04)
+    plain = trainer.compute_loss
+    assert loss_forward.skip_zero_advantage_batches(trainer) is None
+    assert trainer.compute_loss == plain
+    assert "beta=0.04" in capsys.readouterr().out

@@ -84,6 +84,9 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     zero_std = metrics["frac_reward_zero_std_curve"]
     assert len(zero_std) == 2 and all(0.0 <= z <= 1.0 for z in zero_std)
     assert metrics["frac_reward_zero_std"] == pytest.approx(sum(zero_std) / 2)
+    # one loss pass a step here (one micro-batch); only a step whose group scored alike can have had it skipped
+    assert metrics["loss_passes"] == 2 and 0 <= metrics["loss_passes_skipped"] <= sum(z == 1.0 for z in zero_std)
+    assert f"loss passes skipped: {metrics['loss_passes_skipped']} of 2" in text
 
     # the run's watch (helpers.alarms): the probe at the start and after each step, the alarms it raised (each
     # printed while training), the gallery judged by the strict sum; the curves the reference band compares

@@ -101,6 +101,9 @@ def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch)
     # GRPO: one reward and one calculate-call rate per step, read from the rollouts' own tool calls
     assert len(metrics["reward_curve"]) == metrics["steps"] == 2
     assert len(metrics["calculate_rate_curve"]) == 2
+    # one loss pass a step; skipped only where every group of the step scored alike (no gradient)
+    zero_std = metrics["frac_reward_zero_std_curve"]
+    assert metrics["loss_passes"] == 2 and 0 <= metrics["loss_passes_skipped"] <= sum(z == 1.0 for z in zero_std)
     assert all(0.0 <= r <= 1.0 for r in metrics["reward_curve"] + metrics["calculate_rate_curve"])
     for key in ("reward_first", "reward_last", "test_accuracy_before", "test_accuracy_after",
                 "test_answered_before", "test_answered_after", "unscored_first", "unscored_last"):
