@@ -398,4 +398,8 @@ def test_notebook_runs_tiny(notebook_runner):
     assert [step for step, _ in watch["probe"]] == [0, 1, 2] and all(0 <= v <= 1 for _, v in watch["probe"])
     assert all(f"[watch] ALARM {kind}" in text for kind in watch["alarms"])
     assert metrics["curves"]["step"] == [1, 2] and len(metrics["curves"]["rewards/reward_valid/mean"]) == 2
+    # one loss pass a step; skipped only where every group of the step scored alike (no gradient)
+    zero_std = metrics["curves"]["frac_reward_zero_std"]
+    assert metrics["loss_passes"] == 2 and 0 <= metrics["loss_passes_skipped"] <= sum(z == 1.0 for z in zero_std)
+    assert f"loss passes skipped: {metrics['loss_passes_skipped']} of 2" in text
     assert "valid stream" in text
