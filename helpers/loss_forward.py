@@ -174,7 +174,7 @@ def _why_not_exact(trainer) -> str | None:
     if getattr(trainer, "aux_loss_enabled", False):
         return "the model's router aux loss is on"
     if getattr(trainer, "loss_type", None) not in ADVANTAGE_WEIGHTED_LOSSES:
-        return f"loss_type={getattr(trainer, 'loss_type', None)!r} is not one measured to scale with the advantage"
+        return f"loss_type={getattr(trainer, 'loss_type', None)!r} is not one known to scale with the advantage"
     return None
 
 
@@ -198,8 +198,10 @@ def skip_zero_advantage_batches(trainer) -> SkippedPasses | None:
 
     Why: a group whose rollouts all scored alike has advantage 0 on every rollout, and a micro-batch made only of
     such rows (in practice: every group of the step was such a group, since TRL shuffles a step's rollouts across
-    its micro-batches) is a pass no gradient reads. TRL's logged `entropy` and clip ratios then leave such passes out (a step
-    whose passes were all skipped logs none)."""
+    its micro-batches) is a pass no gradient reads. TRL's logged `entropy` and clip ratios then leave such passes
+    out (a step whose passes were all skipped logs none). Installing twice returns the first counts."""
+    if hasattr(trainer.compute_loss, "skipped_passes"):
+        return trainer.compute_loss.skipped_passes
     reason = _why_not_exact(trainer)
     if reason is not None:
         print(f"skip_zero_advantage_batches: not installed, {reason}")
@@ -216,5 +218,6 @@ def skip_zero_advantage_batches(trainer) -> SkippedPasses | None:
                 return _zero_gradient_loss(model)
         return plain(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
 
+    compute_loss.skipped_passes = counts
     trainer.compute_loss = compute_loss
     return counts

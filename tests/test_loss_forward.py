@@ -174,6 +174,8 @@ def _grpo_run(tmp_path, name, *, skip: bool, rewards):
 
     trainer = _grpo_trainer(tmp_path, name, reward, callbacks=[Snapshot()])
     counts = loss_forward.skip_zero_advantage_batches(trainer) if skip else None
+    if skip:
+        assert loss_forward.skip_zero_advantage_batches(trainer) is counts   # installed once
     trainer.train()
     return trainer, snapshots, counts
 
