@@ -20,7 +20,7 @@ def test_notebook_passes_the_static_gate():
     assert static_problems(NOTEBOOKS_DIR / f"{NB}.ipynb") == []
 
 
-def test_tiny_run_records_sane_metrics(notebook_runner):
+def test_tiny_run_records_sane_metrics(notebook_runner, tmp_path):
     metrics, executed = notebook_runner(NB)
     text = cell_outputs_text(executed)   # only for what a learner is promised to see; facts come from metrics.json
 
@@ -87,6 +87,13 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     # one loss pass a step here (one micro-batch); only a step whose group scored alike can have had it skipped
     assert metrics["loss_passes"] == 2 and 0 <= metrics["loss_passes_skipped"] <= sum(z == 1.0 for z in zero_std)
     assert f"loss passes skipped: {metrics['loss_passes_skipped']} of 2" in text
+    # where each step went, read back from trackio's log (benchmarks/step_times.py): a skipped pass ran no loss timer
+    from benchmarks.step_times import runs, summary
+    steps = runs(tmp_path / "trackio" / "agent-rl-notebooks.db", f"{NB}-trainer-tiny")[-1]
+    assert [s["step"] for s in steps] == [1, 2] and all(0 < s["generation"] < s["seconds"] for s in steps)
+    assert [s["frac_reward_zero_std"] for s in steps] == zero_std
+    assert sum(s["passes"] for s in steps) == metrics["loss_passes"] - metrics["loss_passes_skipped"]
+    assert summary(steps)["steps_without_a_pass"] == metrics["loss_passes_skipped"]
 
     # the run's watch (helpers.alarms): the probe at the start and after each step, the alarms it raised (each
     # printed while training), the gallery judged by the strict sum; the curves the reference band compares
