@@ -26,6 +26,9 @@ MAX_EXTENSION = 1.5
 # when training ends at step 2 of a longer plan, the first step it displayed. So a run found too slow at its two-step
 # estimate stops one step later.
 FIRST_STOP_STEP = 3
+# The estimate times steps that had a gradient (a step without one skips its loss pass: helpers.loss_forward); when
+# none has come this many steps after `estimate_after`, it times every step instead.
+WAIT_FOR_GRADIENT = 2
 
 
 def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_after: int = 2,
@@ -34,8 +37,9 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
 
     `min_steps`: the fewest steps that showed the recipe's gain in measured runs. When the cap buys fewer, a
     machine that reaches them within MAX_EXTENSION times the cap trains on to them (and says so after two steps,
-    with the numbers); a slower one stops right there, `too_few_steps` holding why and what to change, rather
-    than spend the cap and the evaluation after it on a change nobody can tell from noise.
+    with the numbers; the estimate times the steps that had a gradient, so it may wait for one); a slower one
+    stops right there, `too_few_steps` holding why and what to change, rather than spend the cap and the
+    evaluation after it on a change nobody can tell from noise.
     `after_training`: (what, seconds) of work that follows training and was already timed once on this
     machine (the evaluation after training repeats the one before), so the estimate says when the run ends,
     not only when training does; seconds None: not timed, nothing said."""
@@ -46,6 +50,9 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             self.started = None
             self.step_started = None
             self.step_seconds: list[float] = []
+            self.step_had_gradient: list[bool] = []   # False: every trained weight's gradient was 0
+            self._gradient_now = True
+            self.estimated_at = None   # the step the estimate was made after
             self.stopped_early = False
             self.steps_planned = None
             self.steps_run = 0
@@ -59,21 +66,33 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
 
         def on_step_begin(self, args, state, control, **kwargs):
             self.step_started = time.monotonic()
+            self._gradient_now = True
+
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            """A step whose gradient is 0 everywhere (every group scored alike) skips its loss pass
+            (helpers.loss_forward), so it is quicker than a step that trains: the estimate leaves it out."""
+            if model is not None:
+                self._gradient_now = any(p.grad is not None and bool(p.grad.any())
+                                         for p in model.parameters() if p.requires_grad)
 
         def on_step_end(self, args, state, control, **kwargs):
             now = time.monotonic()
             if self.step_started is not None:
                 self.step_seconds.append(now - self.step_started)
+                self.step_had_gradient.append(self._gradient_now)
             self.steps_run = state.global_step
             planned = state.max_steps
-            if state.global_step == estimate_after and self.seconds_per_step:
+            waited = state.global_step >= estimate_after + WAIT_FOR_GRADIENT
+            if (self.estimated_at is None and state.global_step >= estimate_after
+                    and (self.training_step_seconds or waited) and self.seconds_per_step):
+                self.estimated_at = state.global_step
                 self._estimate(planned)
-            if self.too_few_steps and state.global_step >= max(estimate_after + 1, FIRST_STOP_STEP):
+            if self.too_few_steps and state.global_step >= max(self.estimated_at + 1, FIRST_STOP_STEP):
                 out(self.too_few_steps, flush=True)
                 control.should_training_stop = True
                 self.stopped_early = True
                 return control
-            if (state.global_step > estimate_after and self.seconds_per_step and planned >= 10
+            if (self.estimated_at is not None and state.global_step > self.estimated_at and planned >= 10
                   and state.global_step % max(1, planned // 10) == 0 and state.global_step < planned):
                 left = (planned - state.global_step) * self.seconds_per_step
                 out(f"step {state.global_step}/{planned}, {now - self.started:.0f} s so far, "
@@ -86,13 +105,26 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
 
         @property
         def seconds_per_step(self) -> float | None:
-            timed = self.step_seconds[1:] or self.step_seconds   # the first step warms up
+            """The mean step so far, the first left out (it warms up)."""
+            timed = self.step_seconds[1:] or self.step_seconds
+            return sum(timed) / len(timed) if timed else None
+
+        @property
+        def training_step_seconds(self) -> float | None:
+            """The mean of the steps after the first that had a gradient (what the estimate uses): a step without
+            one runs no loss pass, and two steps are too few to say how often that happens."""
+            timed = [t for t, trained in list(zip(self.step_seconds, self.step_had_gradient))[1:] if trained]
             return sum(timed) / len(timed) if timed else None
 
         def _estimate(self, planned: int) -> None:
-            per_step = self.seconds_per_step
+            per_step = self.training_step_seconds or self.seconds_per_step
             total = per_step * planned
-            out(f"{per_step:.1f} s a step on this machine: {planned} steps take about {total / 60:.1f} min", flush=True)
+            left_out = self.step_had_gradient[1:].count(False)
+            why = f" (a step with a gradient; {left_out} without one, quicker, left out)" if left_out else ""
+            if not self.training_step_seconds:
+                why = f" (no step had a gradient yet: {left_out} timed)"
+            out(f"{per_step:.1f} s a step on this machine{why}: {planned} steps take about {total / 60:.1f} min",
+                flush=True)
             self._warn(planned, per_step, total)
             if after_training is not None and after_training[1] and not self.too_few_steps:
                 what, seconds = after_training

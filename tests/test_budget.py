@@ -153,3 +153,66 @@ def test_the_estimate_says_when_the_evaluation_after_training_ends():
     quiet = time_budget_callback(None, after_training=("the evaluation", None), out=lambda line, **kw: lines.append(line))
     two_steps(quiet, 0.0)
     assert len(lines) == 1 and lines[0].endswith("min")
+
+
+def test_the_estimate_times_only_steps_with_a_gradient_and_waits_for_one():
+    """A step whose every group scored alike has no gradient and, with helpers.loss_forward's skip, runs no loss
+    pass: on the AVX2 EPYC ~27 s against ~50 s. Estimated from such a step, a machine too slow for MIN_STEPS would
+    look fast enough, so the estimate leaves those steps out (each found by its gradient, 0 everywhere, before
+    the optimizer step), waits for a step with a gradient, and the stop comes one step after it."""
+    import time
+
+    import torch
+    from transformers import TrainerControl, TrainerState
+
+    from helpers.budget import time_budget_callback
+
+    model = torch.nn.Linear(4, 4)
+    lines = []
+    state = TrainerState(global_step=0, max_steps=80)
+    # trained steps of ~0.05 s, a cap of 0.5 s: 40 steps would take ~2 s, more than 1.5x the cap
+    budget = time_budget_callback(minutes=0.5 / 60, min_steps=40, out=lambda line, **kw: lines.append(line))
+    budget.on_train_begin(None, state, TrainerControl())
+    stopped_at = None
+    for step, trained in enumerate((True, False, True, True, True), start=1):
+        budget.on_step_begin(None, state, TrainerControl())
+        time.sleep(0.05 if trained else 0.001)
+        for p in model.parameters():
+            p.grad = torch.ones_like(p) if trained else torch.zeros_like(p)
+        budget.on_pre_optimizer_step(None, state, TrainerControl(), model=model)
+        state.global_step = step
+        if budget.on_step_end(None, state, TrainerControl()).should_training_stop:
+            stopped_at = step
+            break
+        if step == 2:
+            assert lines == [] and budget.estimated_at is None   # only a step without a gradient timed so far
+    assert budget.estimated_at == 3 and stopped_at == 4
+    assert lines[0].startswith(f"{budget.training_step_seconds:.1f} s a step on this machine (a step with a "
+                               "gradient; 1 without one, quicker, left out)")
+    assert budget.training_step_seconds > 0.04 and budget.seconds_per_step < budget.training_step_seconds
+    assert budget.step_had_gradient == [True, False, True, True]
+    assert budget.too_few_steps.startswith("STOPPED after 4 steps")
+
+
+def test_without_any_step_with_a_gradient_the_estimate_times_every_step_two_steps_late():
+    """A run whose first steps all lack a gradient (the tiny model's answers all scored alike, say) still gets
+    its estimate, from every step, WAIT_FOR_GRADIENT steps after the usual one."""
+    import torch
+    from transformers import TrainerControl, TrainerState
+
+    from helpers.budget import WAIT_FOR_GRADIENT, time_budget_callback
+
+    model = torch.nn.Linear(4, 4)
+    lines = []
+    state = TrainerState(global_step=0, max_steps=10)
+    budget = time_budget_callback(None, out=lambda line, **kw: lines.append(line))
+    budget.on_train_begin(None, state, TrainerControl())
+    for step in range(1, 2 + WAIT_FOR_GRADIENT + 1):
+        budget.on_step_begin(None, state, TrainerControl())
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        budget.on_pre_optimizer_step(None, state, TrainerControl(), model=model)
+        state.global_step = step
+        budget.on_step_end(None, state, TrainerControl())
+        assert (budget.estimated_at is None) == (step < 2 + WAIT_FOR_GRADIENT)
+    assert f"(no step had a gradient yet: {1 + WAIT_FOR_GRADIENT} timed)" in lines[0]
