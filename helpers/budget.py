@@ -27,7 +27,7 @@ MAX_EXTENSION = 1.5
 # estimate stops one step later.
 FIRST_STOP_STEP = 3
 # The estimate times steps that had a gradient (a step without one skips its loss pass: helpers.loss_forward); when
-# none has come this many steps after `estimate_after`, it times every step instead.
+# none has come this many steps after `estimate_after` (or by the last step), it times every step instead.
 WAIT_FOR_GRADIENT = 2
 
 
@@ -82,7 +82,7 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
                 self.step_had_gradient.append(self._gradient_now)
             self.steps_run = state.global_step
             planned = state.max_steps
-            waited = state.global_step >= estimate_after + WAIT_FOR_GRADIENT
+            waited = state.global_step >= min(estimate_after + WAIT_FOR_GRADIENT, planned)   # or no step left
             if (self.estimated_at is None and state.global_step >= estimate_after
                     and (self.training_step_seconds or waited) and self.seconds_per_step):
                 self.estimated_at = state.global_step
@@ -172,6 +172,7 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
                     "seconds_per_step": round(per_step, 2) if per_step else None,
                     "train_minutes": minutes, "stopped_by_time_budget": self.stopped_early,
                     "budget_warning": self.warned, "min_steps": min_steps, "budget_extended": self.extended,
+                    "estimated_after_step": self.estimated_at,
                     "stopped_too_few_steps": self.too_few_steps}
 
     return TrainingBudget()

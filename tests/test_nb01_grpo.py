@@ -158,17 +158,22 @@ def test_tiny_run_with_lora(notebook_runner):
     assert next(model.parameters()).dtype == torch.float32
 
 
-def test_a_machine_too_slow_for_min_steps_stops_after_three_steps_and_says_why(notebook_runner):
+def test_a_machine_too_slow_for_min_steps_stops_one_step_after_its_estimate_and_says_why(notebook_runner):
     """Issue 40's slow CPU: when the budget buys far fewer than MIN_STEPS, the notebook stops training one step
-    after its two-step estimate, prints why and what to set, skips the evaluation after training (nothing was
-    trained) and records the reason; the rest of the lesson still runs to the end."""
+    after its estimate (after step 2, or up to WAIT_FOR_GRADIENT steps later when the steps so far had no
+    gradient: the tiny model's rollouts often score alike), prints why and what to set, skips the evaluation
+    after training (nothing was trained) and records the reason; the rest of the lesson still runs to the end."""
+    from helpers.budget import WAIT_FOR_GRADIENT
+
     metrics, executed = notebook_runner(NB, MAX_STEPS=8, MIN_STEPS=8, TRAIN_MINUTES=1e-4)
     text = cell_outputs_text(executed)
     reason = metrics["stopped_too_few_steps"]
-    assert metrics["steps_run"] == 3 == metrics["steps"] and metrics["stopped_by_time_budget"] is True
-    assert reason.startswith("STOPPED after 3 steps") and "the 8 steps this recipe needed" in reason
+    steps = metrics["steps_run"]
+    assert 2 <= metrics["estimated_after_step"] <= 2 + WAIT_FOR_GRADIENT and steps == metrics["estimated_after_step"] + 1
+    assert steps == metrics["steps"] and metrics["stopped_by_time_budget"] is True
+    assert reason.startswith(f"STOPPED after {steps} steps") and "the 8 steps this recipe needed" in reason
     assert "TRAIN_MINUTES=" in reason and "PROFILE='gpu'" in reason and text.count(reason) == 1
-    assert "after: not evaluated: training stopped after 3 steps" in text and "by kind: not compared" in text
+    assert f"after: not evaluated: training stopped after {steps} steps" in text and "by kind: not compared" in text
     assert "accuracy_before" in metrics and metrics["budget_extended"] is False
     assert metrics["accuracy_after"] is metrics["accuracy_change"] is metrics["eval_seconds_after"] is None
     assert "then the evaluation after training: about" not in text and "metrics ->" in text
