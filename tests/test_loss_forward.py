@@ -130,7 +130,6 @@ def test_calls_it_is_not_exact_for_run_the_plain_forward():
     assert [c.keys() for c in calls] == [c.keys() for c in cases]
 
 
-
 def _grpo_trainer(tmp_path, name, reward, *, callbacks=(), **config):
     """A real GRPOTrainer of the tiny model from load_policy: two groups of two rollouts a step, two micro-batches
     of two, three steps; `config` overrides GRPOConfig's arguments."""
