@@ -117,11 +117,12 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
             return sum(timed) / len(timed) if timed else None
 
         def _estimate(self, planned: int) -> None:
-            per_step = self.training_step_seconds or self.seconds_per_step
+            trained = self.training_step_seconds
+            per_step = trained or self.seconds_per_step
             total = per_step * planned
             left_out = self.step_had_gradient[1:].count(False)
             why = f" (a step with a gradient; {left_out} without one, quicker, left out)" if left_out else ""
-            if not self.training_step_seconds:
+            if not trained:
                 why = f" (no step had a gradient yet: {left_out} timed)"
             out(f"{per_step:.1f} s a step on this machine{why}: {planned} steps take about {total / 60:.1f} min",
                 flush=True)
