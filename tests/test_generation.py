@@ -71,6 +71,44 @@ def test_greedy_replies_are_identical_to_plain_generate(name, precision, monkeyp
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["tiny-toolcall", "smollm2-135m"])
+def test_streamed_products_change_no_token_and_only_no_gradient_fp32_passes(name, monkeypatch):
+    """`weights_streamed_once` computes a decode step's products as (W @ x.T).T: in fp32 an evaluation batch gets
+    the same tokens as plain generate (which multiplies nn.Linear's way) while the streamed product really ran on
+    every decode step; passes that build a graph, run under autocast or hold many rows keep nn.Linear's product;
+    and the layers are back to their class's forward afterwards."""
+    from helpers.precision import autocast
+
+    model, tokenizer = _model(name)
+    inputs = _batch(tokenizer, _questions(12))
+    streamed = []
+    real = generation._streamed_rows
+    monkeypatch.setattr(generation, "_streamed_rows", lambda w, x: streamed.append(real(w, x)) or streamed[-1])
+    kwargs = {"max_new_tokens": 16, "do_sample": False, "pad_token_id": tokenizer.pad_token_id}
+    with torch.no_grad():
+        plain = model.generate(**inputs, **kwargs)
+        assert not streamed                                           # plain generate: nn.Linear's own product
+        shared = generate_shared(model, inputs["input_ids"], inputs["attention_mask"], **kwargs)
+    assert torch.equal(shared, plain)
+    linears = sum(type(m) is torch.nn.Linear for m in model.modules())
+    assert streamed.count(12) >= 15 * linears                         # 12 rows at each of 15 decode steps
+    assert all("forward" not in m.__dict__ for m in model.modules())
+
+    layer = next(m for m in model.modules() if type(m) is torch.nn.Linear)
+    x = torch.randn(5, layer.in_features)
+    with generation.weights_streamed_once(model):
+        with torch.no_grad():   # another order of the same sums: equal to the bit at some row counts, not all
+            torch.testing.assert_close(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+        streamed.clear()
+        assert layer(x).requires_grad and not any(streamed)           # a graph: nn.Linear's product
+        with torch.no_grad(), autocast("bf16", "cpu"):
+            layer(x)
+        with torch.no_grad():
+            layer(torch.randn(generation.STREAMED_MAX_ROWS + 1, layer.in_features))
+        assert not any(streamed)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name,temperature", [("tiny-toolcall", 4.0), ("smollm2-135m", 0.9)])
 def test_a_sampled_group_is_identical_for_the_same_seed(name, temperature):
     """A GRPO group (one prompt repeated) sampled as GRPOTrainer samples (temperature, no top-k/top-p): the same
