@@ -109,7 +109,9 @@ def test_loss_pass_benchmark_times_every_path_against_the_machine_floor(tmp_path
 
     assert [r["path"] for r in data["results"]] == list(PATHS) and data["tokens_per_row"] > 300
     for row in data["results"]:
-        assert row["seconds"] > 0 and row["of_floor"] == pytest.approx(row["floor_s"] / row["seconds"], rel=0.05)
-        assert row["speedup"] == pytest.approx(data["results"][0]["seconds"] / row["seconds"], rel=0.05)
+        # both rounded as printed (3 and 2 decimals): on a loaded machine of_floor is ~0.008, below 5 % of rounding
+        assert row["seconds"] > 0 and row["of_floor"] == pytest.approx(row["floor_s"] / row["seconds"], rel=0.05,
+                                                                        abs=5e-4)
+        assert row["speedup"] == pytest.approx(data["results"][0]["seconds"] / row["seconds"], rel=0.05, abs=5e-3)
     assert (tmp_path / "loss_pass.png").stat().st_size > 5_000
     assert "| fp32 | shared |" in (tmp_path / "results.md").read_text()
