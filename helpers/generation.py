@@ -105,7 +105,8 @@ def weights_streamed_once(model):
     without autocast, on at most `STREAMED_MAX_ROWS` rows (generation); anything else takes nn.Linear's own."""
     from torch import nn
 
-    layers = [m for m in model.modules() if type(m) is nn.Linear and "forward" not in m.__dict__]
+    on_cpu = next(model.parameters()).device.type == "cpu"   # on a card each linear call stays as it was
+    layers = [m for m in model.modules() if on_cpu and type(m) is nn.Linear and "forward" not in m.__dict__]
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     for layer in layers:
         layer.forward = _streamed_linear.__get__(layer)
