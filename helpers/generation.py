@@ -9,9 +9,13 @@ copies them into a preallocated (static) KV cache for every row, and lets `model
     share_prompt_prefix(model)      # model.generate does it for every caller; load_policy's models come with it,
                                     # so GRPOTrainer's rollouts in notebooks 00, 01, 03 and 04 get it
 
+While it generates, each decode step reads that prefix's keys and values once for all rows rather than once per
+row (`prefix_read_once`: on a CPU, in fp32).
+
 Same contract as `model.generate` on a left-padded batch: the same output tensor (the caller's prompt, then the
 new tokens), the same sampling (the caller's generation config and logits processors run unchanged) and, in
-fp32, the same tokens for the same seed (tested). Under bf16 autocast a product's rounding depends on its shape,
+fp32, the same tokens for the same seed (tested; its sums run in another order, so scores agree to fp32's
+rounding, ~1e-4 on SmolLM2's logits, and a near-tie could in principle go the other way). Under bf16 autocast a product's rounding depends on its shape,
 so a few greedy replies can differ, as they differ between precisions (docs/measurements.md#notebook-01).
 Measured in `benchmarks/rollouts.py`. Falls back to plain `model.generate` when fewer than `MIN_SHARED` tokens are
 shared or the call is one it does not handle (beams, several sequences per prompt, a cache of the caller's).
@@ -20,7 +24,9 @@ shared or the call is one it does not handle (beams, several sequences per promp
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
+import weakref
 
 MIN_SHARED = 16       # below this the one extra forward pass costs more than it saves
 # Where a LoRA model generates with its adapters merged into the base (`adapters_merged`): on an H100 the T4
@@ -118,6 +124,98 @@ def weights_streamed_once(model):
         for layer in layers:
             layer.__dict__.pop("forward", None)
             layer.__dict__.pop("_streamed_logits", None)
+
+
+# The attention implementation `prefix_read_once` switches a model to while `generate_shared` runs (transformers'
+# AttentionInterface name; its masks are sdpa's).
+PREFIX_ATTENTION = "sdpa_prefix_read_once"
+_prefix_length = contextvars.ContextVar("prefix_length", default=0)
+
+
+_columns_seen: list = [None]    # (the last mask `_own_columns` read, what it gave), replaced whole
+
+
+def _own_columns(attention_mask, shared: int, group: int):
+    """For a (batch, 1, length, columns) boolean mask: the end of the columns any query may attend to (a static
+    cache is allocated for the longest reply, and its unwritten columns need not be read), and an additive mask
+    (0 or -inf) over the columns from `shared` to there for each (query head in its group, position) row,
+    (batch, 1, group * length, own). Every layer of a forward pass gets the same mask: computed once per pass."""
+    import torch
+
+    seen = _columns_seen[0]
+    if seen is not None and seen[0]() is attention_mask:
+        return seen[1]
+    own = attention_mask[:, 0, :, shared:]
+    end = shared + int(own.any(dim=0).any(dim=0).nonzero().max()) + 1
+    batch, length = own.shape[0], own.shape[1]
+    own = own[..., :end - shared]
+    hidden = torch.zeros(own.shape).masked_fill_(~own, float("-inf"))
+    result = end, hidden[:, None, None].expand(batch, 1, group, length, end - shared).reshape(
+        batch, 1, group * length, end - shared)
+    _columns_seen[0] = (weakref.ref(attention_mask), result)
+    return result
+
+
+def _prefix_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """SDPA for a `generate_shared` batch on a CPU, in fp32: the first `_prefix_length` cache positions hold the
+    same keys and values in every row (the shared prompt prefix, which every query sees whole), so they are read
+    once for all rows, and each row reads only its own positions after them. Two calls of torch's CPU flash
+    kernel (every row's queries against the one prefix; each row's queries against its own keys, masked), merged
+    by their log-sum-exps: the same softmax over all columns. Anything else goes to transformers' own sdpa."""
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    shared = _prefix_length.get()
+    if (not shared or dropout or module.training or attention_mask is None or attention_mask.dtype != torch.bool
+            or not query.dtype == key.dtype == value.dtype == torch.float32 or query.device.type != "cpu"
+            or key.shape[2] <= shared or torch.is_autocast_enabled("cpu")
+            or any(kwargs.get(k) is not None for k in ("softcap", "position_bias", "sliding_window", "s_aux"))):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    batch, heads, length, dim = query.shape
+    kv_heads = key.shape[1]
+    group = heads // kv_heads              # query head h reads key/value head h // group (transformers' repeat_kv)
+    rows = group * length
+    scale = dim ** -0.5 if scaling is None else scaling
+    end, hidden = _own_columns(attention_mask, shared, group)
+    q = query.reshape(batch, kv_heads, rows, dim)                   # rows: (head in its group, query position)
+    every_row = q.transpose(0, 1).reshape(1, kv_heads, batch * rows, dim)
+    prefix_out, prefix_lse = flash(every_row, key[:1, :, :shared], value[:1, :, :shared], scale=scale)
+    own_out, own_lse = flash(q, key[:, :, shared:end], value[:, :, shared:end], attn_mask=hidden, scale=scale)
+    prefix_lse = prefix_lse.view(kv_heads, batch, rows).transpose(0, 1)
+    prefix_out = prefix_out.view(kv_heads, batch, rows, dim).transpose(0, 1)
+    top = torch.maximum(prefix_lse, own_lse)
+    prefix_w, own_w = torch.exp(prefix_lse - top), torch.exp(own_lse - top)
+    out = (prefix_out * prefix_w[..., None] + own_out * own_w[..., None]) / (prefix_w + own_w)[..., None]
+    return out.reshape(batch, heads, length, dim).transpose(1, 2).contiguous(), None
+
+
+@contextlib.contextmanager
+def prefix_read_once(model, shared: int):
+    """Inside, `model`'s attention reads the first `shared` cache positions once for all rows (`_prefix_attention`)
+    where it would read them once per row: what a batch from `generate_shared` holds there. Why: in a decode step
+    every row's query reads every key and value of its row, and the prompt prefix (~290 tokens) is most of them;
+    on the AVX2 EPYC an evaluation batch of 64 rows spent 31 % of its time in attention, reading the same prefix 64
+    times. Only for a model on a CPU using transformers' sdpa; anything else is left as it is."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    config = getattr(model, "config", None)
+    if (config is None or getattr(config, "_attn_implementation", None) != "sdpa" or shared <= 0
+            or next(model.parameters()).device.type != "cpu" or next(model.parameters()).dtype != torch.float32):
+        yield model
+        return
+    AttentionInterface.register(PREFIX_ATTENTION, _prefix_attention)
+    AttentionMaskInterface.register(PREFIX_ATTENTION, sdpa_mask)
+    token = _prefix_length.set(shared)
+    config._attn_implementation = PREFIX_ATTENTION
+    try:
+        yield model
+    finally:
+        config._attn_implementation = "sdpa"
+        _prefix_length.reset(token)
 
 
 def shared_prefix_length(rows: list[list[int]]) -> int:
@@ -239,8 +337,9 @@ def _generate_shared(model, input_ids, attention_mask=None, *, generate=None, **
     if cache is None:
         return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     kwargs.setdefault("disable_compile", True)   # a static cache would make generate compile on a GPU
-    out = generate(input_ids=ids, attention_mask=torch.tensor(mask, device=input_ids.device),
-                   past_key_values=cache, **kwargs)
+    with prefix_read_once(model, shared):
+        out = generate(input_ids=ids, attention_mask=torch.tensor(mask, device=input_ids.device),
+                       past_key_values=cache, **kwargs)
     sequences = out if isinstance(out, torch.Tensor) else out.sequences
     joined = torch.cat([input_ids, sequences[:, ids.shape[1]:]], dim=1)
     if isinstance(out, torch.Tensor):
