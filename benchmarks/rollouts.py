@@ -15,7 +15,8 @@ Paths, each timed on the same inputs:
 
     group:      repeated         `model.generate` on the prompt repeated: what TRL 1.16's GRPOTrainer does without vLLM
                 shared           `helpers.generation.generate_shared`: the prompt prefilled once into a static KV cache
-                                 for every row (what load_policy's models now do inside GRPOTrainer)
+                                 for every row, and in fp32 each decode step reading it once for all rows (what
+                                 load_policy's models now do inside GRPOTrainer)
                 shared_bf16      the same under one bf16 autocast region (what an evaluation runs where choose_precision
                                  picks bf16; autocast keeps its casts of weights that need gradients for the region)
                 trainer_bf16     the same as GRPOTrainer runs it on a bf16 CPU: notebook 01's first 12 layers frozen and
