@@ -144,7 +144,8 @@ class _Attention(torch.nn.Module):
 def test_prefix_attention_is_sdpa_split_in_two(length, monkeypatch):
     """The two-part softmax against transformers' sdpa on a static cache's layout: 6 rows whose first 40 columns
     are one prefix, then each row's own padding and tokens, then unwritten columns; a decode step (1 query) and a
-    prefill of 5 causal queries. Under autocast, in bf16 or outside a shared batch it is sdpa itself."""
+    prefill of 5 causal queries. With gradients on, under autocast, in bf16 or outside a shared batch it is sdpa
+    itself."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     g = torch.Generator().manual_seed(1)
@@ -160,20 +161,27 @@ def test_prefix_attention_is_sdpa_split_in_two(length, monkeypatch):
             mask[r, 0, i, shared + r:written - length + i + 1] = True
     module = _Attention().eval()
     expected, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.25)
+    one_read = []
+    columns = generation._own_columns
+    monkeypatch.setattr(generation, "_own_columns", lambda *a: one_read.append(a[1]) or columns(*a))
     token = generation._prefix_length.set(shared)
     try:
-        got, _ = generation._prefix_attention(module, query, key, value, mask, scaling=0.25)
+        with torch.no_grad():
+            got, _ = generation._prefix_attention(module, query, key, value, mask, scaling=0.25)
+        assert one_read == [shared]
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
         monkeypatch.setattr(generation, "_own_columns", lambda *a: pytest.fail("should be sdpa's"))
-        assert torch.equal(generation._prefix_attention(module, query.bfloat16(), key.bfloat16(), value.bfloat16(),
-                                                        mask, scaling=0.25)[0],
-                           sdpa_attention_forward(module, query.bfloat16(), key.bfloat16(), value.bfloat16(), mask,
-                                                  scaling=0.25)[0])
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            generation._prefix_attention(module, query, key, value, mask, scaling=0.25)
+        generation._prefix_attention(module, query, key, value, mask, scaling=0.25)     # a graph may be built
+        with torch.no_grad():
+            half = [t.bfloat16() for t in (query, key, value)]
+            assert torch.equal(generation._prefix_attention(module, *half, mask, scaling=0.25)[0],
+                               sdpa_attention_forward(module, *half, mask, scaling=0.25)[0])
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                generation._prefix_attention(module, query, key, value, mask, scaling=0.25)
     finally:
         generation._prefix_length.reset(token)
-    assert torch.equal(generation._prefix_attention(module, query, key, value, mask, scaling=0.25)[0], expected)
+    with torch.no_grad():
+        assert torch.equal(generation._prefix_attention(module, query, key, value, mask, scaling=0.25)[0], expected)
 
 
 @pytest.mark.slow
@@ -260,8 +268,8 @@ def test_a_lora_model_on_a_16_bit_base_generates_under_the_trainers_mixed_precis
 @pytest.mark.slow
 def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_server, monkeypatch):
     """GRPOTrainer (TRL 1.16, no vLLM) generates its rollouts through the model's `generate`: with the model from
-    `load_policy`, each generation batch prefills the shared prompt once, each loss pass computes it once too
-    (helpers/loss_forward.py), and training still runs and logs a loss."""
+    `load_policy`, each generation batch prefills the shared prompt once and its decode steps read it once, each
+    loss pass computes it once too (helpers/loss_forward.py), and training still runs and logs a loss."""
     import random
 
     from datasets import Dataset
@@ -280,6 +288,9 @@ def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_serv
     loss_passes = []
     cache = loss_forward._plain_cache
     monkeypatch.setattr(loss_forward, "_plain_cache", lambda *a: loss_passes.append(1) or cache(*a))
+    one_read = []
+    columns = generation._own_columns
+    monkeypatch.setattr(generation, "_own_columns", lambda *a: one_read.append(a[1]) or columns(*a))
 
     class Env:
         def __init__(self):
@@ -315,6 +326,7 @@ def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_serv
     assert trainer.state.global_step == 2
     assert any("loss" in h for h in trainer.state.log_history)
     assert prefilled.count(4) >= 2   # each step's 4 rollouts: the shared prompt prefilled once for all four
+    assert one_read                  # and read once a decode step (the trainer generates in train mode, no grad)
     assert len(loss_passes) >= 2     # each step's loss pass over the 4 rollouts: the prompt computed once
 
 
