@@ -15,8 +15,9 @@ row (`prefix_read_once`: on a CPU, in fp32).
 Same contract as `model.generate` on a left-padded batch: the same output tensor (the caller's prompt, then the
 new tokens), the same sampling (the caller's generation config and logits processors run unchanged) and, in
 fp32, the same tokens for the same seed (tested; its sums run in another order, so scores agree to fp32's
-rounding, ~1e-4 on SmolLM2's logits, and a near-tie could in principle go the other way). Under bf16 autocast a product's rounding depends on its shape,
-so a few greedy replies can differ, as they differ between precisions (docs/measurements.md#notebook-01).
+rounding, ~1e-4 on SmolLM2's logits, and a near-tie could in principle go the other way). Under bf16 autocast a
+product's rounding depends on its shape, so a few greedy replies can differ, as they differ between precisions
+(docs/measurements.md#notebook-01).
 Measured in `benchmarks/rollouts.py`. Falls back to plain `model.generate` when fewer than `MIN_SHARED` tokens are
 shared or the call is one it does not handle (beams, several sequences per prompt, a cache of the caller's).
 """
@@ -197,7 +198,9 @@ def prefix_read_once(model, shared: int):
     where it would read them once per row: what a batch from `generate_shared` holds there. Why: in a decode step
     every row's query reads every key and value of its row, and the prompt prefix (~290 tokens) is most of them;
     on the AVX2 EPYC an evaluation batch of 64 rows spent 31 % of its time in attention, reading the same prefix 64
-    times. Only for a model on a CPU using transformers' sdpa; anything else is left as it is."""
+    times. With it: that batch -22 %, notebook 01's 900-sum evaluation -9 to -12 %, a 16-rollout group -6 %, the
+    same tokens (docs/measurements.md). Only for an fp32 model on a CPU using transformers' sdpa; anything else is
+    left as it is."""
     import torch
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
