@@ -167,9 +167,9 @@ def _prefix_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     shared = _prefix_length.get()
-    if (not shared or dropout or torch.is_grad_enabled() or attention_mask is None or attention_mask.dtype != torch.bool
-            or not query.dtype == key.dtype == value.dtype == torch.float32 or query.device.type != "cpu"
-            or key.shape[2] <= shared or torch.is_autocast_enabled("cpu")
+    if (not shared or dropout or torch.is_grad_enabled() or attention_mask is None
+            or attention_mask.dtype != torch.bool or not query.dtype == key.dtype == value.dtype == torch.float32
+            or query.device.type != "cpu" or key.shape[2] <= shared or torch.is_autocast_enabled("cpu")
             or any(kwargs.get(k) is not None for k in ("softcap", "position_bias", "sliding_window", "s_aux"))):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
