@@ -32,7 +32,8 @@ WAIT_FOR_GRADIENT = 2
 
 
 def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_after: int = 2,
-                         after_training: tuple[str, float | None] | None = None, out=print):
+                         after_training: tuple[str, float | None] | None = None, num_iterations: int = 1,
+                         out=print):
     """A TrainerCallback that estimates the run's length and ends training after `minutes` (None: never).
 
     `min_steps`: the fewest steps that showed the recipe's gain in measured runs. When the cap buys fewer, a
@@ -42,7 +43,12 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
     evaluation after it on a change nobody can tell from noise.
     `after_training`: (what, seconds) of work that follows training and was already timed once on this
     machine (the evaluation after training repeats the one before), so the estimate says when the run ends,
-    not only when training does; seconds None: not timed, nothing said."""
+    not only when training does; seconds None: not timed, nothing said.
+    `num_iterations`: TRL's, the optimizer steps each batch of rollouts is used for. Only the first step of such
+    a cycle generates, so the estimate times whole cycles: it leaves the first cycle out (not the first step)
+    and waits for `estimate_after` cycles."""
+    cycle = max(1, int(num_iterations))
+    estimate_after = estimate_after * cycle
     from transformers import TrainerCallback
 
     class TrainingBudget(TrainerCallback):
@@ -105,22 +111,22 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
 
         @property
         def seconds_per_step(self) -> float | None:
-            """The mean step so far, the first left out (it warms up)."""
-            timed = self.step_seconds[1:] or self.step_seconds
+            """The mean step so far, the first (cycle) left out: it warms up."""
+            timed = self.step_seconds[cycle:] or self.step_seconds
             return sum(timed) / len(timed) if timed else None
 
         @property
         def training_step_seconds(self) -> float | None:
-            """The mean of the steps after the first that had a gradient (what the estimate uses): a step without
-            one runs no loss pass, and two steps are too few to say how often that happens."""
-            timed = [t for t, trained in list(zip(self.step_seconds, self.step_had_gradient))[1:] if trained]
+            """The mean of the steps after the first (cycle) that had a gradient (what the estimate uses): a step
+            without one runs no loss pass, and two steps are too few to say how often that happens."""
+            timed = [t for t, trained in list(zip(self.step_seconds, self.step_had_gradient))[cycle:] if trained]
             return sum(timed) / len(timed) if timed else None
 
         def _estimate(self, planned: int) -> None:
             trained = self.training_step_seconds
             per_step = trained or self.seconds_per_step
             total = per_step * planned
-            left_out = self.step_had_gradient[1:].count(False)
+            left_out = self.step_had_gradient[cycle:].count(False)
             why = f" (a step with a gradient; {left_out} without one, quicker, left out)" if left_out else ""
             if not trained:
                 why = f" (no step had a gradient yet: {left_out} timed)"
