@@ -73,6 +73,9 @@ RECIPES: dict[str, Recipe] = {
     # eight runs on an H200 (two checkpoints x four seeds) gained +0.8 on average, one of eight resolved, and the three
     # 22-step runs on the AVX2 EPYC lost 2-4 points; a slow CPU's 14 steps showed -0.9 [-8.6, +6.8]
     # (docs/measurements.md#notebook-01).
+    # num_iterations: TRL's, the optimizer steps each batch of rollouts trains (helpers.budget times whole cycles).
+    # 1 in every profile: 2 on the AVX2 EPYC (seed 0, 42 minutes) trained 69 steps instead of 48 and gained nothing,
+    # -0.7 [-3.6, +2.1], where 1 gained +3.7 [+0.7, +6.7] (docs/measurements.md#notebook-01).
     # checkpoint_steps: a checkpoint (weights, optimizer, step) every N steps, which RESUME=True goes on from after a
     # disconnect (helpers.resume); gpu 25 (Colab), 0 elsewhere: a laptop run is not cut off, and each save costs disk.
     "01_grpo_walkthrough": Recipe(
