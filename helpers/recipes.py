@@ -57,8 +57,11 @@ RECIPES: dict[str, Recipe] = {
     # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu: off, since cycling over the ~19
     # mixed questions memorized them (held-out -4.6 points) where fresh questions gained +5.6, +8.9, +1.7, +8.0 (four seeds,
     # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; with reused weight casts, 73-76 steps: +8.1,
-    # +3.1, +9.0, +7.1; docs/measurements.md#notebook-01). cpu's temperature 0.9: the
-    # checkpoint's pass@8 is 72 % there against 38 % at 1.2, below its greedy 53-62 % (docs/measurements.md#notebook-01).
+    # +3.1, +9.0, +7.1; docs/measurements.md#notebook-01). cpu's temperature 0.7: three seeds on the Zen 5 EPYC gained
+    # +3.5, +12.9, +9.5 (mean +8.6, 80 steps of ~14 s) where 0.9 gained +6.8 on average (four seeds, another checkpoint
+    # of the same recipe), and one seed on the AVX2 EPYC +8.9 where 0.9 gained +2.9 (three seeds); cooler groups agree
+    # more often, so more loss passes are skipped and steps are shorter. At 1.2 pass@8 (38 %) falls below greedy
+    # accuracy (53-62 %): too hot (docs/measurements.md#notebook-01).
     # cpu's eval_n 900: with the shared prompt prefix and reused weight casts, 900 questions take ~300 s, what 150
     # took at first; the paired interval's half width is ~3 points (~4.4 at 450, ~7.7 at 150), enough to resolve the
     # +3 points the weakest measured seed gained (docs/measurements.md#notebook-01).
@@ -92,7 +95,7 @@ RECIPES: dict[str, Recipe] = {
                     "dataset_config": {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2},
                     "max_steps": 80, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
                     "gradient_accumulation_steps": 4, "num_generations": 8, "max_completion_length": 104, "freeze_layers": 12,
-                    "max_tool_calling_iterations": 1, "temperature": 0.9, "top_entropy_quantile": 0.2, "num_iterations": 1, "warmup_steps": 0, "lr_scheduler_type": "linear",
+                    "max_tool_calling_iterations": 1, "temperature": 0.7, "top_entropy_quantile": 0.2, "num_iterations": 1, "warmup_steps": 0, "lr_scheduler_type": "linear",
                     "activation_checkpointing": False, "precision": "auto", "lora": False, "logging_steps": 1, "log_completions": False,
                     "eval_n": 900, "eval_max_new_tokens": 128, "train_minutes": 20, "report_to": "trackio",
                     "preflight_n": 32, "mixed_only": False, "carry_borrow_share": None, "working_reward": 0.0, "exact_reward": False, "checkpoint_steps": 0, "min_steps": 40},
