@@ -67,7 +67,10 @@ RECIPES: dict[str, Recipe] = {
     # took at first; the paired interval's half width is ~3 points (~4.4 at 450, ~7.7 at 150), enough to resolve the
     # +3 points the weakest measured seed gained (docs/measurements.md#notebook-01).
     # cpu's learning_rate 1e-5: 2e-5 gained more on one seed (+6.2 against +3.1) and collapsed another within 10 steps
-    # (held-out probe 44 % -> 19 %, half the replies cut at max_completion_length; docs/measurements.md#notebook-01).
+    # (held-out probe 44 % -> 19 %, half the replies cut at max_completion_length). At 0.7, 80 steps, two seeds on an
+    # H200: 1.5e-5 gained less on both (+4.6, +7.8 against 1e-5's +6.1, +9.2) and 2e-5 collapsed both (-2.6, -11.2).
+    # TRL's scale_rewards stays "group": "batch" gained +10.9 and +6.1 on the same seeds, inside seed noise
+    # (docs/measurements.md#notebook-01).
     # lr_scheduler_type "linear" (TRL's default) in every profile: it decays over max_steps, so a cpu run the cap stops
     # at step ~40 of 80 ends at half the lr. "constant" kept the full lr to the end: seed 0 went -0.7 [-5.5, +4.1]
     # where linear gained +5.6 [+1.2, +10.1] (docs/measurements.md#notebook-01).
