@@ -57,12 +57,12 @@ RECIPES: dict[str, Recipe] = {
     # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu: off, since cycling over the ~19
     # mixed questions memorized them (held-out -4.6 points) where fresh questions gained +5.6, +8.9, +1.7, +8.0 (four seeds,
     # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; with reused weight casts, 73-76 steps: +8.1,
-    # +3.1, +9.0, +7.1; docs/measurements.md#notebook-01). cpu's temperature 0.7: three seeds on the Zen 5 EPYC gained
-    # +3.5, +12.9, +9.5 (mean +8.6, 77-80 steps of ~14 s) where 0.9 gained +6.8 on average (four seeds, another
-    # checkpoint of the same recipe; seed 0 at 0.9 from the same checkpoint +9.6), and one seed on the AVX2 EPYC +8.9
-    # where 0.9 gained +2.9 (three seeds): gains within seed noise of 0.9's, in shorter steps (cooler groups agree more
-    # often, so more loss passes are skipped; 77-80 steps in 20 minutes on the Zen 5). At 1.2 pass@8 (38 %) falls
-    # below greedy accuracy (53-62 %): too hot (docs/measurements.md#notebook-01).
+    # +3.1, +9.0, +7.1; docs/measurements.md#notebook-01). cpu's temperature 0.7: six seeds on the Zen 5 EPYC gained
+    # +3.5, +12.9, +9.5, +7.0, +9.4, +7.7 (mean +8.3, 77-80 steps of ~14 s) where 0.9 gained +6.8 on average (four
+    # seeds, another checkpoint of the same recipe; seed 0 at 0.9 from the same checkpoint +9.6), and one seed on the
+    # AVX2 EPYC +8.9 where 0.9 gained +2.9 (three seeds): gains within seed noise of 0.9's, in shorter steps (cooler
+    # groups agree more often, so more loss passes are skipped; 77-80 steps in 20 minutes on the Zen 5). At 1.2 pass@8
+    # (38 %) falls below greedy accuracy (53-62 %): too hot (docs/measurements.md#notebook-01).
     # cpu's eval_n 900: with the shared prompt prefix and reused weight casts, 900 questions take ~300 s, what 150
     # took at first; the paired interval's half width is ~3 points (~4.4 at 450, ~7.7 at 150), enough to resolve the
     # +3 points the weakest measured seed gained (docs/measurements.md#notebook-01).
