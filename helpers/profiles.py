@@ -95,6 +95,24 @@ def knobs_in(notebook: str, namespace: dict) -> dict:
     return knobs
 
 
+_SET_BY_MORE_KNOBS = "_set_by_more_knobs"
+
+
+def more_knobs(namespace: dict, **defaults) -> None:
+    """The "more knobs" cell: set each knob in the notebook's `globals()` unless it was passed in.
+
+    A value passed as a parameter (papermill's injected cell, the exported script's flags) is already in
+    `namespace` and wins. Rerunning the cell after editing a value here takes the new value: the names this
+    cell set last time are remembered, so they are not mistaken for passed ones."""
+    ours = namespace.setdefault(_SET_BY_MORE_KNOBS, {})
+    for name, value in defaults.items():
+        if not name.isupper():
+            raise ProfileError(f"more_knobs({name}=...): knobs are UPPERCASE names, as in the parameters cell")
+        passed = name in namespace and not (name in ours and namespace[name] is ours[name])
+        if not passed:
+            namespace[name] = ours[name] = value
+
+
 def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool = False, gpu="detect",
                      parameters: dict | None = None, **explicit) -> Settings:
     """The profile's defaults for `notebook`, with every explicit non-None knob on top; printed.

@@ -153,6 +153,27 @@ def split_parameters(source: str) -> tuple[list[str], list[str]]:
     return arguments, code
 
 
+def split_more_knobs(source: str) -> tuple[list[str], list[str]]:
+    """(argparse lines, code lines) for the "more knobs" cell, `more_knobs(globals(), NAME=value, ...)`: each keyword
+    becomes a flag, assigned before the call, so the call keeps it as a passed value."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    arguments, assigned = [], []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "more_knobs"):
+            continue
+        for keyword in node.keywords:
+            try:
+                value = ast.literal_eval(keyword.value)
+            except ValueError:
+                continue  # not a literal: left to the cell
+            rest = lines[keyword.value.end_lineno - 1][keyword.value.end_col_offset:].lstrip(" ,").strip()
+            comment = rest[1:].strip() if rest.startswith("#") else ""
+            arguments.append(_argument(keyword.arg, value, comment))
+            assigned.append(f"{keyword.arg} = args.{keyword.arg.lower()}")
+    return arguments, assigned + lines
+
+
 def strip_notebook_only(source: str, where: str) -> str:
     """Drop IPython magics, shell lines and `display(...)` statements; line count and indentation are kept."""
     lines = []
@@ -204,9 +225,14 @@ def export_source(notebook: str | Path, script_path: str | Path = "SCRIPT.py") -
         if cell["cell_type"] != "code" or not source.strip():
             continue
         code = strip_notebook_only(source, f"{label} cell {index}")
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "parameters" in tags:
             arguments, lines = split_parameters(code)
             body += ["", f"# %% cell {index}: the parameters, from the command line", *lines]
+        elif "more-parameters" in tags:
+            more, lines = split_more_knobs(code)
+            arguments = (arguments or []) + more
+            body += ["", f"# %% cell {index}: more knobs, from the command line", *lines]
         else:
             body += ["", f"# %% cell {index}", code]
     if arguments is None:

@@ -54,9 +54,49 @@ def static_problems(path: str | os.PathLike, *, require_badge: bool = True) -> l
     tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(tagged) != 1:
         problems.append(f"{path.name}: needs exactly one cell tagged 'parameters', found {len(tagged)}")
+    if len(tagged) == 1:
+        knobs = parameter_names(nb.cells[tagged[0]].source)
+        if len(knobs) > MAX_LESSON_KNOBS:
+            problems.append(f"{path.name}: the parameters cell holds {len(knobs)} knobs; keep the lesson's "
+                            f"{MAX_LESSON_KNOBS} at most there and move the rest to the 'more-parameters' cell")
+        more = [i for i, c in enumerate(nb.cells) if "more-parameters" in c.get("metadata", {}).get("tags", [])]
+        if len(more) > 1 or (more and more[0] != tagged[0] + 1):
+            problems.append(f"{path.name}: one 'more-parameters' cell at most, right below the parameters cell")
     if require_badge and (not nb.cells or "colab-badge.svg" not in nb.cells[0].source):
         problems.append(f"{path.name}: the first cell must hold the Open-in-Colab badge")
     return problems
+
+
+# The lesson's knobs in a parameters cell; every other knob sits in the "more knobs" cell below it.
+MAX_LESSON_KNOBS = 10
+
+
+def parameter_names(source: str) -> list[str]:
+    """The knobs a parameters cell assigns (UPPERCASE names at the start of a line)."""
+    import re
+
+    return re.findall(r"^([A-Z_][A-Z0-9_]*)\s*=", source, flags=re.M)
+
+
+def cell_source(path: str | os.PathLike, tag: str) -> str:
+    """The source of the one code cell of notebook `path` tagged `tag`: what tests and benchmarks load, so they
+    exercise the code a learner reads and edits, not a copy of it."""
+    cells = [c for c in json.loads(Path(path).read_text())["cells"]
+             if c["cell_type"] == "code" and tag in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise LookupError(f"{Path(path).name}: expected one code cell tagged {tag!r}, found {len(cells)}")
+    source = cells[0]["source"]
+    return "".join(source) if isinstance(source, list) else source
+
+
+def load_cells(path: str | os.PathLike, *tags: str, namespace: dict | None = None) -> dict:
+    """Run the code cells of notebook `path` tagged `tags`, in that order, in `namespace` (the names those cells
+    read from earlier cells, e.g. `env_url`); returns the namespace with what they defined."""
+    namespace = {} if namespace is None else namespace
+    namespace.setdefault("__name__", f"notebook_{Path(path).stem}")
+    for tag in tags:
+        exec(compile(cell_source(path, tag), f"{Path(path).name}[{tag}]", "exec"), namespace)
+    return namespace
 
 
 def run_notebook(path: str | os.PathLike, output: str | os.PathLike, parameters: dict | None = None,
