@@ -9,7 +9,7 @@ never imports profiles.
 from __future__ import annotations
 
 from helpers.hardware import CARDS, GPU, fit_verdict, plan_memory
-from helpers.precision import cuda_precision
+from helpers.hardware import cuda_precision
 from helpers.profiles import resolve_settings
 from helpers.recipes import RECIPES
 

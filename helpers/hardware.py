@@ -39,6 +39,15 @@ class GPU:
     capability: tuple[int, int]
 
 
+def cuda_precision(capability: tuple[int, int]) -> str:
+    """The fastest precision a CUDA card runs natively, from its compute capability."""
+    if capability >= (8, 0):
+        return "bf16"
+    if capability >= (7, 0):
+        return "fp16"
+    return "fp32"
+
+
 FAKE_GPU_VARIABLE = "AGENT_RL_FAKE_GPU"
 
 
@@ -208,8 +217,6 @@ def plan_memory(notebook: str, settings, gpu: GPU | None, *, seq_len: int | None
                 model: str | None = None) -> MemoryEstimate:
     """The estimate for `notebook` with `settings` on `gpu` (None: this CPU, in fp32), for `model` (a name or a
     folder; None: the profile's `settings.model`)."""
-    from helpers.precision import cuda_precision
-
     train_tokens, generate_tokens, logit_tokens = RECIPES[notebook].step_tokens(settings, seq_len)
     vllm = settings.get("vllm_gpu_memory_utilization", 0.0) if settings.get("use_vllm") and \
         settings.get("vllm_mode", "colocate") == "colocate" else 0.0

@@ -80,7 +80,8 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
                         "on CPU use LORA=True (or False).")
     kwargs = {"dtype": torch.float32}
     if (lora or adapter) and device == "cuda":
-        from helpers.precision import card_capability, cuda_precision
+        from helpers.hardware import cuda_precision
+        from helpers.precision import card_capability
 
         native = cuda_precision(card_capability())   # a T4: fp16
         kwargs["dtype"] = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(native, torch.float32)

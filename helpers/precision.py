@@ -25,6 +25,9 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
+from helpers import hardware
+from helpers.hardware import cuda_precision
+
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -59,22 +62,11 @@ class PrecisionChoice:
         return f"precision: {name} on {self.device.upper()} ({self.reason})"
 
 
-def cuda_precision(capability: tuple[int, int]) -> str:
-    """The fastest precision a CUDA card runs natively, from its compute capability."""
-    if capability >= (8, 0):
-        return "bf16"
-    if capability >= (7, 0):
-        return "fp16"
-    return "fp32"
-
-
 def card_capability() -> tuple[int, int]:
     """The CUDA card's compute capability, or that of the card AGENT_RL_FAKE_GPU names (a large card rehearsing a T4)."""
     import torch
 
-    from helpers.hardware import detect_gpu
-
-    card = detect_gpu()
+    card = hardware.detect_gpu()   # read at call time: tests and AGENT_RL_FAKE_GPU swap it
     return card.capability if card else torch.cuda.get_device_capability()
 
 

@@ -11,7 +11,8 @@ import torch
 
 from helpers.models import free_memory, load_policy
 from helpers.offline_models import ModelError
-from helpers.precision import PrecisionError, choose_precision, cuda_precision, time_training_pass
+from helpers.hardware import cuda_precision
+from helpers.precision import PrecisionError, choose_precision, time_training_pass
 from helpers.profiles import NOTEBOOK_PROFILES
 
 

