@@ -10,7 +10,7 @@ A `Recipe` holds what a notebook needs to know about itself before it runs:
 
 `CARD_RECIPES`: what every gpu profile changes on a 16 or 24 GB card.
 
-Why each value is what it is: the comments above each recipe and docs/measurements.md.
+Each recipe's comment says in a line why a value is what it is; the evidence is in docs/measurements.md.
 """
 
 from __future__ import annotations
@@ -36,55 +36,18 @@ CARD_RECIPES = {
 }
 
 RECIPES: dict[str, Recipe] = {
-    # 01: the original OpenEnv tutorial's end-to-end GRPO walkthrough (environment_factory on reasoning_gym chain_sum) + held-out eval.
-    # gpu = the original tutorial's config (Qwen3-1.7B, 150 steps, lr 1e-6, 1 x 4 rollouts, 2 generations, 256 tokens).
-    # cpu = SmolLM2-135M warm-started from notebook 02's SFT checkpoint; see the notebook's "CPU recipe" cell.
-    # top_entropy_quantile 0.2: the loss uses only the 20 % most uncertain completion tokens (TRL takes one entropy
-    # quantile over each micro-batch; tiny does too, so CI runs that code path); 1.0 = every token, TRL's default (cpu,
-    # three seeds: +8.6, +6.8, +3.7 against 0.2's +8.1, +3.1, +9.0 on the same seeds; docs/measurements.md#notebook-01).
+    # 01: GRPO with environment_factory on reasoning_gym chain_sum, held-out evaluation before and after.
+    # gpu: the original tutorial's config. cpu: SmolLM2-135M from notebook 02's checkpoint; each value's evidence is in
+    # docs/measurements.md#notebook-01 (what the alternatives measured) and docs/guide.md#notebook-01-in-depth (why).
+    # temperature 0.7: gains as much as 0.9 in shorter steps; at 1.2 pass@8 falls below greedy accuracy.
+    # top_entropy_quantile 0.2: the loss uses the 20 % most uncertain tokens (1.0, TRL's default, gained no more).
+    # learning_rate 1e-5: 1.5e-5 gained less and 2e-5 collapsed runs; lr_scheduler_type "linear": "constant" lost.
+    # eval_n 900: a paired interval of about +-3 points, enough to resolve the smallest measured gain.
+    # min_steps 40: the fewest steps at which measured runs resolved a gain (helpers.budget trains on to them or stops).
+    # mixed_only, working_reward, exact_reward, num_iterations 2: each measured worse; off in every profile.
+    # carry_borrow_share None: the natural mix of sums; preflight_n: questions sampled before training (0: skip).
+    # checkpoint_steps: a checkpoint every N steps for RESUME (gpu 25, for Colab disconnects; 0 elsewhere).
     # precision "auto": measured at start-up on CPU, the card's native one on CUDA (helpers.precision).
-    # preflight_n: training questions helpers.preflight samples num_generations rollouts of before training (0: skip);
-    # carry_borrow_share: the share of training questions whose column work carries or borrows (helpers.grpo.question_seeds);
-    # None: the natural mix (~half).
-    # working_reward: a second reward, this weight x the share of true sums in a reply's working
-    # (helpers.grpo.working_reward), so groups whose answers are all wrong still rank their rollouts; 0: off in every
-    # profile: at 0.5 (AVX2 EPYC, seed 0, 22 steps) nearly every group had a gradient (zero-std share 0.02 against
-    # 0.30) and the policy learned to drop carries, whose column sums are true: -3.9 [-8.6, +0.8] on 450 sums.
-    # exact_reward: True pays 1 for the exact answer and 0 otherwise; False (every profile) pays reasoning_gym's score,
-    # whose partial credit ("-72" for 72 earns 0.67) a run on the AVX2 EPYC learned to collect. With True (same CPU,
-    # seed 0, 22 steps) half the groups lost their gradient (zero-std 0.55) and positive subtractions still collapsed,
-    # to digit mistakes instead of sign flips: -2.0 [-4.9, +0.8] on 900 sums (docs/measurements.md#notebook-01).
-    # mixed_only: train only on those whose group was mixed (dynamic sampling). cpu: off, since cycling over the ~19
-    # mixed questions memorized them (held-out -4.6 points) where fresh questions gained +5.6, +8.9, +1.7, +8.0 (four seeds,
-    # 40-42 steps; with the faster loss pass, 58-61 steps: +8.4, +3.5, +12.5; with reused weight casts, 73-76 steps: +8.1,
-    # +3.1, +9.0, +7.1; docs/measurements.md#notebook-01). cpu's temperature 0.7: six seeds on the Zen 5 EPYC gained
-    # +3.5, +12.9, +9.5, +7.0, +9.4, +7.7 (mean +8.3, 77-80 steps of ~14 s) where 0.9 gained +6.8 on average (four
-    # seeds, another checkpoint of the same recipe; seed 0 at 0.9 from the same checkpoint +9.6), and one seed on the
-    # AVX2 EPYC +8.9 where 0.9 gained +2.9 (three seeds): gains within seed noise of 0.9's, in shorter steps (cooler
-    # groups agree more often, so more loss passes are skipped; 77-80 steps in 20 minutes on the Zen 5). At 1.2 pass@8
-    # (38 %) falls below greedy accuracy (53-62 %): too hot (docs/measurements.md#notebook-01).
-    # cpu's eval_n 900: with the shared prompt prefix and reused weight casts, 900 questions take ~300 s, what 150
-    # took at first; the paired interval's half width is ~3 points (~4.4 at 450, ~7.7 at 150), enough to resolve the
-    # +3 points the weakest measured seed gained (docs/measurements.md#notebook-01).
-    # cpu's learning_rate 1e-5: 2e-5 gained more on one seed (+6.2 against +3.1) and collapsed another within 10 steps
-    # (held-out probe 44 % -> 19 %, half the replies cut at max_completion_length). At 0.7, 80 steps, two seeds on an
-    # H200: 1.5e-5 gained less on both (+4.6, +7.8 against 1e-5's +6.1, +9.2) and 2e-5 collapsed both (-2.6, -11.2).
-    # TRL's scale_rewards stays "group": "batch" gained +10.9 and +6.1 on the same seeds, inside seed noise
-    # (docs/measurements.md#notebook-01).
-    # lr_scheduler_type "linear" (TRL's default) in every profile: it decays over max_steps, so a cpu run the cap stops
-    # at step ~40 of 80 ends at half the lr. "constant" kept the full lr to the end: seed 0 went -0.7 [-5.5, +4.1]
-    # where linear gained +5.6 [+1.2, +10.1] (docs/measurements.md#notebook-01).
-    # min_steps: the fewest steps worth training (helpers.budget): a machine whose cap buys fewer trains on to them
-    # when that takes at most 1.5x the cap, and otherwise stops after its two-step estimate, saying why. cpu 40: the
-    # fewest steps at which several seeds resolved a gain (40-42 steps: +5.6, +8.9, +1.7, +8.0). 22 steps did not:
-    # eight runs on an H200 (two checkpoints x four seeds) gained +0.8 on average, one of eight resolved, and the three
-    # 22-step runs on the AVX2 EPYC lost 2-4 points; a slow CPU's 14 steps showed -0.9 [-8.6, +6.8]
-    # (docs/measurements.md#notebook-01).
-    # num_iterations: TRL's, the optimizer steps each batch of rollouts trains (helpers.budget times whole cycles).
-    # 1 in every profile: 2 on the AVX2 EPYC (seed 0, 42 minutes) trained 69 steps instead of 48 and gained nothing,
-    # -0.7 [-3.6, +2.1], where 1 gained +3.7 [+0.7, +6.7] (docs/measurements.md#notebook-01).
-    # checkpoint_steps: a checkpoint (weights, optimizer, step) every N steps, which RESUME=True goes on from after a
-    # disconnect (helpers.resume); gpu 25 (Colab), 0 elsewhere: a laptop run is not cut off, and each save costs disk.
     "01_grpo_walkthrough": Recipe(
         profiles={
             "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
@@ -118,13 +81,11 @@ RECIPES: dict[str, Recipe] = {
                                   s.per_device_train_batch_size * s.gradient_accumulation_steps
                                   * (350 + s.max_completion_length),
                                   s.per_device_train_batch_size * s.max_completion_length),
-        typical_minutes={"cpu": 36}, starts_from="02_sft_warmup",   # minutes: `make demo` on the Xeon, idle
+        typical_minutes={"cpu": 36}, starts_from="02_sft_warmup",   # a whole cpu run, idle: docs/measurements.md
     ),
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
-    # warm_start True: the local teacher plays teacher_episodes train tasks through ORS, calling `calculate` in a
-    # share teacher_calculate_share of them and answering from its own arithmetic otherwise (teacher_mistake_rate);
-    # the rewarded episodes SFT the student (sft_*), so GRPO starts from a mixed policy. gpu: the seed's recipe
-    # (Qwen3 calls tools zero-shot, no warm start). Measurements: docs/measurements.md#notebook-04.
+    # warm_start: the local teacher's rewarded ORS episodes (calculate in teacher_calculate_share of them) SFT the
+    # student first, so GRPO starts from a mixed policy; gpu: the seed's recipe, no warm start (docs/measurements.md#notebook-04).
     "04_openreward_spec": Recipe(
         profiles={
             "tiny": {"model": "tiny-toolcall", "warm_start": True, "teacher_episodes": 24,
@@ -150,18 +111,11 @@ RECIPES: dict[str, Recipe] = {
         step_tokens=lambda s, n: (s.batch_size * (400 + s.max_completion_length),
                                   s.batch_size * (400 + s.max_completion_length), s.batch_size * s.max_completion_length),
     ),
-    # 03: echo warm-up, then multi-turn Wordle with a rollout_func, then the environment_factory version.
-    # gpu = the original TRL example's wordle.py: Qwen3-1.7B, vLLM colocate, 2 generations, 64 accumulation steps.
-    # enable_thinking: False skips Qwen3's <think> block (8 tokens per guess); None = template default.
-    # vllm_*: used only with use_vllm (colocate): vLLM's share of the GPU, 0.25 of a 40 GB A100 = 10 GB (weights
-    # 3.4 GB + KV cache), leaving ~30 GB for full bf16 training of Qwen3-1.7B with AdamW; 4096 tokens per
-    # sequence covers prompt + tool turns (vLLM would otherwise size for Qwen3's 40,960). Not measured on a GPU.
-    # activation_checkpointing: TRL's default (on) saves GPU memory; off on CPU, where it only costs time.
-    # warm_start: SFT on the local scripted player's won games (helpers.wordle_teacher) before GRPO: the base SmolLM2
-    # makes no valid guess, so every group scores alike. gpu keeps the original recipe (no warm start).
-    # eval_games: held-out secret words (helpers.wordle_eval.split_words), one greedy game each, before and after.
-    # cpu temperature 0.5: at 1.0 the sampled games rarely repeat a guess, so GRPO never saw the greedy player's
-    # failure (repeating its second guess until the game ends) and made it worse (docs/measurements.md#notebook-03).
+    # 03: echo warm-up, multi-turn Wordle with a rollout_func, then the environment_factory version.
+    # gpu: the original TRL example's wordle.py (Qwen3-1.7B, vLLM colocate); vllm_* sizes vLLM's share of a 40 GB card.
+    # cpu warm_start: SFT on the scripted player's won games first, since base SmolLM2 makes no valid guess.
+    # cpu temperature 0.5: at 1.0 samples rarely repeat a guess, so GRPO never penalized it (docs/measurements.md#notebook-03).
+    # enable_thinking False skips Qwen3's <think> block; activation_checkpointing only pays on a GPU.
     "03_wordle_rollout_func": Recipe(
         profiles={
             "tiny": {"model": "tiny", "echo_model": "tiny", "echo_steps": 1, "echo_max_completion_length": 16,
@@ -195,12 +149,10 @@ RECIPES: dict[str, Recipe] = {
         step_tokens=lambda s, n: (s.per_device_train_batch_size * (300 + s.max_turns * (s.max_completion_length + 60)),
                                   0, s.per_device_train_batch_size * s.max_turns * (s.max_completion_length + 60)),
     ),
-    # 02: teacher rollouts with `openenv collect` -> reward filter -> SFT (assistant-only loss) -> eval.
-    # teacher "local" = helpers.local_teacher (offline stand-in); "openai" = gpt-5-mini when OPENAI_API_KEY is set.
-    # cpu: sums of 2 two-digit numbers (the original tutorial's 2-3 stalled at ~12 % accuracy), the teacher's column-by-column
-    # working kept in front of its call (the call alone flattened near 40 %), the lower 12 of 30 layers frozen,
-    # lr 1e-4, one epoch over the kept rows: a step budget, not a time budget, so a slower CPU takes longer but
-    # trains the same model (the run prints its estimate after two steps). Measurements: docs/measurements.md.
+    # 02: teacher rollouts with `openenv collect` -> reward filter -> SFT -> held-out evaluation.
+    # teacher "local": helpers.local_teacher (offline stand-in); "openai": gpt-5-mini when OPENAI_API_KEY is set.
+    # cpu: sums of two two-digit numbers, the teacher's working kept before its call, 12 of 30 layers frozen, one epoch
+    # at lr 1e-4: a step budget, so a slower CPU trains the same model, only later (docs/measurements.md#notebook-02).
     "02_sft_warmup": Recipe(
         profiles={
             "tiny": {"model": "tiny", "dataset_config": {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2},
@@ -227,7 +179,7 @@ RECIPES: dict[str, Recipe] = {
         },
         # SFT computes logits for every token; `n` is the notebook's measured row length (~420 tokens without it).
         step_tokens=lambda s, n: (s.batch_size * (n or 420), 0, s.batch_size * (n or 420)),
-        typical_minutes={"cpu": 5},   # 3.7 min with papermill on the AMD EPYC, idle (the loss pass shares the prefix)
+        typical_minutes={"cpu": 5},   # a whole cpu run, idle: docs/measurements.md#notebook-02
     ),
     # 00: OpenEnv quick start: connect, build, serve and attack an environment, wire it for environment_factory.
     # It trains nothing (training starts in 01): only how long a sandboxed submission may run.
