@@ -149,3 +149,76 @@ def test_accelerate_configs_load_with_accelerates_own_reader():
         assert config.distributed_type.value == kind, name
         assert (config.deepspeed_config or {}).get("zero_stage") == stage, name
         assert config.use_cpu is False and config.mixed_precision == "bf16"
+
+
+TOY_MORE = '''\
+from helpers.profiles import more_knobs
+
+# More knobs: the lesson runs without touching them; None means the profile's value.
+# A value passed in (papermill -p NAME value, the exported script's --flags) wins over this cell.
+more_knobs(globals(),
+    MAX_TURNS=None,                   # tool turns in one rollout
+    EVAL_SPLIT="test",                # the held-out split
+    SAVE_MERGED=False,                # also save a merged model
+)
+'''
+
+TOY_MORE_BODY = '''\
+import json
+print(json.dumps({"max_steps": MAX_STEPS, "max_turns": MAX_TURNS, "eval_split": EVAL_SPLIT,
+                  "save_merged": SAVE_MERGED}))
+'''
+
+
+def _more_knob_names(source):
+    """The keywords of the `more_knobs(globals(), ...)` call in a "more-parameters" cell."""
+    import ast
+
+    return [k.arg for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) == "more_knobs" for k in node.keywords]
+
+
+def test_more_knobs_become_flags_and_a_passed_flag_wins_over_the_cell(tmp_path):
+    import nbformat
+
+    path = write_notebook(tmp_path / "01_toy.ipynb", [("md", "# Toy export"), ("parameters", TOY_PARAMETERS),
+                                                      ("code", TOY_MORE), ("code", TOY_MORE_BODY)])
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[2].metadata["tags"] = ["more-parameters"]
+    nbformat.write(nb, path)
+    script = export(path, tmp_path / "toy.py")
+    helptext = " ".join(_run([sys.executable, str(script), "--help"], tmp_path).stdout.split())
+    for flag, comment in (("--max-turns", "tool turns in one rollout"), ("--eval-split", "the held-out split"),
+                          ("--save-merged", "also save a merged model")):
+        assert flag in helptext and comment in helptext, flag
+    assert "--no-save-merged" in helptext and "--max-steps" in helptext   # the parameters cell's flags stay
+    defaults = _run([sys.executable, str(script)], tmp_path)
+    assert defaults.returncode == 0, defaults.stderr[-3000:]
+    assert json.loads(defaults.stdout.strip().splitlines()[-1]) == {
+        "max_steps": None, "max_turns": None, "eval_split": "test", "save_merged": False}
+    given = _run([sys.executable, str(script), "--max-turns", "7", "--eval-split", "validation", "--save-merged",
+                  "--max-steps", "3"], tmp_path)
+    assert given.returncode == 0, given.stderr[-3000:]
+    assert json.loads(given.stdout.strip().splitlines()[-1]) == {
+        "max_steps": 3, "max_turns": 7, "eval_split": "validation", "save_merged": True}
+
+
+MORE_CELLS = [p for p in numbered_notebooks()
+              if any("more-parameters" in c.get("metadata", {}).get("tags", [])
+                     for c in json.loads(p.read_text())["cells"])]
+
+
+@pytest.mark.parametrize("notebook", MORE_CELLS, ids=[p.stem for p in MORE_CELLS])
+def test_every_more_knob_of_a_notebook_is_a_flag_of_its_script(notebook, tmp_path):
+    """The "more knobs" cell's knobs keep working from the command line once they leave the parameters cell."""
+    from tools.notebooks import cell_source
+
+    names = _more_knob_names(cell_source(notebook, "more-parameters"))
+    assert names, f"{notebook.name}: the more-parameters cell sets no knob through more_knobs(globals(), ...)"
+    script = export(notebook, tmp_path / f"{notebook.stem}.py")
+    run = _run([sys.executable, str(script), "--help"], tmp_path, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    text = script.read_text()
+    for name in names:
+        assert "--" + name.lower().replace("_", "-") in run.stdout, name
+        assert f"{name} = args.{name.lower()}" in text, name   # assigned before the cell runs: the flag wins

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.notebooks import cell_outputs_text
+from tools.notebooks import NOTEBOOKS_DIR, cell_outputs_text, load_cells
 
 NOTEBOOK = "00_openenv_quickstart"
 
@@ -47,3 +47,31 @@ def test_tiny_run_records_sane_metrics(notebook_runner):
     assert "reward before any submission: -1.0" in text and "status: ok" in text
     assert "grpo_steps" not in metrics and not any(k.startswith("reward_curve") for k in metrics)
     assert executed.exists()
+
+
+def test_the_notebooks_environment_factory_class_scores_as_the_trainer_will_see_it(tmp_path):
+    """The `CodeTask` class a learner edits (the cell tagged "env-factory"), driven as GRPOTrainer drives it:
+    no submission -1, code that runs but fails the tests 0, the right function 1, the best submission counting."""
+    from helpers.servers import LocalServer
+
+    with LocalServer("code_feedback_env.server.app:app", env={"CODE_ENV_WALL_TIMEOUT_S": "5"},
+                     name="code_feedback", log_dir=tmp_path) as server:
+        cell = load_cells(NOTEBOOKS_DIR / f"{NOTEBOOK}.ipynb", "env-factory", namespace={"code_url": server.base_url})
+        task = cell["CodeTask"]()
+        try:
+            assert task.reset(task="add", prompt="...") == ""   # the task is already in the prompt
+            assert task.get_reward() == cell["NO_SUBMISSION_REWARD"] == -1.0
+            report = task.run_code("def add(a, b):\n    return a - b")
+            assert report.startswith("status: ok") and "0/3 tests passed" in report
+            assert task.get_reward() == 0.0
+            assert "3/3 tests passed" in task.run_code("def add(a, b):\n    return a + b")
+            assert task.get_reward() == 1.0
+            task.run_code("def add(a, b):\n    return a - b")
+            assert task.get_reward() == 1.0                      # a later, worse submission does not lower it
+            task.reset(task="add")
+            assert task.get_reward() == -1.0                     # a new episode starts unscored
+            assert "status: error" in task.run_code("def add(")  # a syntax error is reported, not raised
+            assert task.get_reward() == -0.5
+        finally:
+            for session in cell["open_sessions"]:
+                session.client.close()

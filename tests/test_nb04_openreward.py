@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tools.notebooks import cell_outputs_text
+from tools.notebooks import NOTEBOOKS_DIR, cell_outputs_text, load_cells
 from helpers.openreward_eval import close_episode, environment_tools
 from helpers.openreward_local import LocalORSServer
 
@@ -77,6 +77,35 @@ def test_the_answer_never_appears_in_the_prompt_the_model_sees(spec):
         assert row["expression"] in seen
         assert str(true_answer(row)) not in re.findall(r"-?\d+", seen), (row, seen)
     close_episode(env)
+
+
+def test_the_notebooks_reward_wrapper_scores_unscored_rollouts_zero_and_logs_calculator_use(spec):
+    """The reward function a learner edits (the cell tagged "reward-funcs"), on real ORS episodes: the spec's
+    reward where the environment gave one, 0.0 where it gave none, and the calculator-call rates logged."""
+    from calculator_env import true_answer
+
+    cell = load_cells(NOTEBOOKS_DIR / "04_openreward_spec.ipynb", "reward-funcs", namespace={"spec": spec})
+    rows = [spec.train_dataset[i] for i in range(3)]
+    right, wrong, silent = (spec.environment_factory() for _ in rows)
+    for env, row in zip((right, wrong, silent), rows):
+        env.reset(**row)
+    right.calculate(expression=rows[0]["expression"])
+    right.answer(answer=str(true_answer(rows[0])))
+    wrong.answer(answer=str(true_answer(rows[1]) + 1))
+
+    def call(name):
+        return {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": name, "arguments": {}}}]}
+
+    completions = [[call("calculate"), call("answer")], [call("answer")], [{"role": "assistant", "content": "hm"}]]
+    logged = {}
+    rewards = cell["ors_reward_or_zero"](environments=[right, wrong, silent], completions=completions,
+                                         log_metric=logged.__setitem__, difficulty=["hard", "hard", "easy"])
+    assert rewards == [1.0, 0.0, 0.0]                 # the silent rollout is scored zero, not None
+    assert cell["unscored_share"] == [pytest.approx(1 / 3)]
+    assert logged == {"tools/calculate_rate": pytest.approx(1 / 3), "tools/calculate_rate_hard": 0.5}
+    assert cell["called"](completions[0], "calculate") and not cell["called"](completions[1], "calculate")
+    for env in (right, wrong, silent):
+        close_episode(env)
 
 
 @pytest.mark.notebook

@@ -78,3 +78,39 @@ def test_the_parameters_cell_is_read_in_one_call_and_a_misspelt_knob_is_refused(
     with pytest.raises(ProfileError, match="LEARNIG_RATE is not a setting of 01_grpo_walkthrough: did you mean "
                                            "LEARNING_RATE"):
         resolve_settings("01_grpo_walkthrough", "tiny", parameters={"LEARNIG_RATE": 1e-4}, quiet=True)
+
+
+def test_more_knobs_a_passed_value_wins_and_a_rerun_takes_the_cells_edit():
+    from helpers.profiles import more_knobs
+
+    fresh = {}
+    more_knobs(fresh, MAX_TURNS=None, SEED=0)                  # nothing passed: the cell's values
+    assert fresh["MAX_TURNS"] is None and fresh["SEED"] == 0
+    more_knobs(fresh, MAX_TURNS=4, SEED=0)                     # the learner edits the cell and reruns it
+    assert fresh["MAX_TURNS"] == 4
+    more_knobs(fresh, MAX_TURNS=6, SEED=1)                     # and again
+    assert (fresh["MAX_TURNS"], fresh["SEED"]) == (6, 1)
+
+    passed = {"MAX_TURNS": 9}                                  # papermill's injected cell / the script's flag
+    more_knobs(passed, MAX_TURNS=None, SEED=0)
+    assert (passed["MAX_TURNS"], passed["SEED"]) == (9, 0)
+    more_knobs(passed, MAX_TURNS=2, SEED=0)                    # still passed after a rerun with an edit
+    assert passed["MAX_TURNS"] == 9
+    passed_none = {"MAX_TURNS": None}                          # None passed on purpose still wins
+    more_knobs(passed_none, MAX_TURNS=5)
+    assert passed_none["MAX_TURNS"] is None
+
+    with pytest.raises(ProfileError, match="UPPERCASE"):
+        more_knobs({}, max_turns=3)
+
+
+def test_more_knobs_reach_resolve_settings_like_the_parameters_cell():
+    from helpers.profiles import more_knobs
+
+    namespace = {"PROFILE": "cpu", "MAX_STEPS": None}
+    more_knobs(namespace, NUM_GENERATIONS=None, SEED=0, BATCH_SIZE=None)
+    default = resolve_settings("04_openreward_spec", "cpu", quiet=True, parameters=namespace)
+    assert default == resolve_settings("04_openreward_spec", "cpu", quiet=True)
+    namespace["BATCH_SIZE"] = 4                                # as if passed: -p BATCH_SIZE 4
+    more_knobs(namespace, NUM_GENERATIONS=None, SEED=0, BATCH_SIZE=None)
+    assert resolve_settings("04_openreward_spec", "cpu", quiet=True, parameters=namespace).batch_size == 4
