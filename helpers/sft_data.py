@@ -1,19 +1,12 @@
-"""From `openenv collect` rollouts to an SFT data set: run the CLI, load, convert, filter, measure.
+"""The machinery around notebook 02's lesson: the teacher, running `openenv collect`, and checking what it gave.
 
-Notebook 02's pipeline, one function per step:
+The lesson itself lives in the notebook's cells: the `openenv collect` command line (tagged "collect-command"),
+the conversion of an episode to an SFT row ("to-sft-rows") and the reward filter ("reward-filter"). Around them:
 
-    cmd = collect_command(env_url, out_dir, n_episodes=300, dataset_config=..., system_prompt=...,
-                          teacher=Teacher.endpoint(teacher_url, "chain-sum-teacher"))
-    summary = run_collect(cmd, out_dir, n_episodes=300)   # the real `openenv collect`, as a subprocess
-    records = load_results(out_dir)                         # results.jsonl, one dict per episode
-    examples = [to_sft_example(r, system_prompt) for r in records]
-    kept = keep_correct(examples)                           # the environment's reward == 1
-    stats = length_stats(token_lengths(tokenizer, kept))    # p50 / p95 / p99 -> max_length
-
-The SFT rows use the layout of evaluation and GRPO: system = SYSTEM_PROMPT, user = the question,
-the `answer` tool in the prompt, and the assistant turn as an OpenAI-style `tool_calls` entry whose
-`arguments` is a JSON *string* (Arrow would merge argument structs across rows; the qwen3 chat
-template prints a string as is and renders `<tool_call>{"name": ..., "arguments": ...}</tool_call>`).
+    summary = run_collect(collect_cmd, out_dir, n_episodes=300)   # the real CLI as a subprocess: progress, checks
+    records = load_results(out_dir)                                 # results.jsonl, one dict per episode
+    n_wrong, n_failed = filter_report(records, examples, kept, requested=300, collect_output=summary.output)
+    stats = length_stats(token_lengths(tokenizer, kept))            # p50 / p95 / p99 -> max_length
 """
 
 from __future__ import annotations
@@ -21,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,7 +41,7 @@ def answer_tool_schema() -> dict:
 
 @dataclass
 class Teacher:
-    """Which model `openenv collect` asks, and the CLI flags that say so.
+    """Which model `openenv collect` asks (the notebook's command turns it into the CLI's teacher flags).
 
     Build one with `Teacher.openai("gpt-5-mini")` (needs OPENAI_API_KEY) or
     `Teacher.endpoint("http://127.0.0.1:8000", "my-model")` (any OpenAI-compatible server:
@@ -81,12 +75,6 @@ class Teacher:
                              env={**env, "TEACHER_MODEL": model}).start()
         return cls.endpoint(server.base_url, model), server
 
-    def cli_args(self) -> list[str]:
-        if self.provider == "openai":
-            return ["--provider", "openai", "--model", self.model]
-        args = ["--llm-endpoint", self.url, "--model", self.model]
-        return args + (["--llm-port", str(self.port)] if self.port else [])
-
     def describe(self) -> str:
         return f"OpenAI {self.model}" if self.provider == "openai" else f"{self.model} at {self.url}"
 
@@ -115,18 +103,14 @@ def openenv_executable() -> str:
     return found
 
 
-def collect_command(env_url: str, output_dir: str | os.PathLike, *, n_episodes: int, dataset_config: dict,
-                    system_prompt: str, teacher: Teacher, dataset_name: str = "chain_sum",
-                    max_tokens: int = 1024, resume: bool = True, push_to_hub: str | None = None) -> list[str]:
-    """The `openenv collect reasoning_gym:<dataset>` command line, as an argument list."""
-    cmd = [openenv_executable(), "collect", f"reasoning_gym:{dataset_name}",
-           "--base-url", env_url, *teacher.cli_args(),
-           "--num-episodes", str(n_episodes), "--max-tokens", str(max_tokens),
-           "--dataset-config", json.dumps(dataset_config), "--system-prompt", system_prompt,
-           "--output-dir", str(output_dir), "--resume" if resume else "--no-resume"]
-    if push_to_hub:
-        cmd += ["--push-to-hub", push_to_hub]
-    return cmd
+def shell_line(cmd: list[str]) -> str:
+    """`cmd` as the shell line a learner would type: `openenv` for the executable's path, "$SYSTEM_PROMPT" for
+    the long prompt."""
+    shown = ["openenv", *cmd[1:]]
+    text = shlex.join(shown)
+    if "--system-prompt" in shown[:-1]:
+        text = text.replace(shlex.quote(shown[shown.index("--system-prompt") + 1]), '"$SYSTEM_PROMPT"')
+    return text
 
 
 def rollouts_folder(run_dir: str | os.PathLike, dataset_name: str, dataset_config: dict,
@@ -166,14 +150,18 @@ class CollectSummary:
 
 
 def run_collect(cmd: list[str], output_dir: str | os.PathLike, *, n_episodes: int,
-                progress: bool = True, timeout: float | None = None) -> CollectSummary:
+                progress: bool = True, timeout: float | None = None, echo: bool = False) -> CollectSummary:
     """Run `openenv collect` as a subprocess; a tqdm bar follows results.jsonl as it grows.
 
     The CLI's own output (its summary line, and one line per failed episode) goes to
-    `<output_dir>/collect.log` and is returned in `.output`. A non-zero exit raises with that output.
+    `<output_dir>/collect.log` and is returned in `.output`. A non-zero exit raises with that output, and so
+    does a run that collected nothing (`check_collected`). `echo`: print the command line first, and the
+    CLI's output with what the folder now holds after.
     """
     from tqdm.auto import tqdm
 
+    if echo:
+        print("$", shell_line(cmd), "\n")
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     results, log_path = output_dir / RESULTS_FILE, output_dir / "collect.log"
@@ -205,6 +193,10 @@ def run_collect(cmd: list[str], output_dir: str | os.PathLike, *, n_episodes: in
     if match:
         summary.collected, summary.skipped, summary.dropped, summary.failed = map(int, match.groups())
     check_collected(summary, log_path)
+    if echo:
+        print(output.strip())
+        print(f"\n{summary.in_file} episodes in {results} ({summary.collected} new, {summary.skipped} resumed from "
+              f"an earlier run, {summary.failed} failed) in {summary.seconds:.1f} s")
     return summary
 
 
@@ -227,49 +219,27 @@ def load_results(output_dir: str | os.PathLike) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _final_answer(messages: list[dict]) -> tuple[dict, dict] | tuple[None, None]:
-    """(assistant message, its last `answer` call) of an episode: the call the environment scored."""
-    for message in reversed(messages):
-        if message.get("role") != "assistant":
-            continue
-        for call in reversed(message.get("tool_calls") or []):
-            function = call.get("function", call)
-            if function.get("name") == "answer":
-                return message, function
-    return None, None
+def filter_report(records: list[dict], examples: list[dict], kept: list[dict], *, requested: int,
+                  collect_output: str = "") -> tuple[int, int]:
+    """Print what the reward filter did: requested, collected, kept, filtered out, failed (with the CLI's reasons),
+    and one filtered-out episode beside its correct answer. Returns (wrong, failed): episodes scored below 1,
+    and episodes that never got a reward (the CLI writes nothing for them)."""
+    from collections import Counter
 
-
-def to_sft_example(record: dict, system_prompt: str, keep_work: bool = False) -> dict:
-    """One results.jsonl episode -> {"messages", "tools", "reward", "episode_id"} for SFTTrainer.
-
-    messages = [system, user question, assistant tool call]; the tool's reply is left out (SFT
-    trains the assistant turn only). The text a teacher wrote beside its call is dropped, unless
-    `keep_work`: then it stays in front of the call, for a teacher that shows useful working
-    (the local teacher's column-by-column sums). An episode without an `answer` call gets
-    `messages=None`.
-    """
-    question = next((m["content"] for m in record["messages"] if m.get("role") == "user"), None)
-    answer_message, call = _final_answer(record["messages"])
-    messages = None
-    if question is not None and call is not None:
-        arguments = call.get("arguments")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments)
-        arguments = json.dumps(json.loads(arguments))  # normalised: {"answer": "86"}
-        work = (answer_message.get("content") or "").strip() if keep_work else ""
-        messages = [
-            {"role": "system", "content": system_prompt},
-            {"role": "user", "content": question},
-            {"role": "assistant", "content": work,
-             "tool_calls": [{"type": "function", "function": {"name": "answer", "arguments": arguments}}]},
-        ]
-    return {"episode_id": record.get("episode_id"), "messages": messages,
-            "tools": json.dumps([answer_tool_schema()]), "reward": float(record.get("reward") or 0.0)}
-
-
-def keep_correct(examples: list[dict], threshold: float = 1.0) -> list[dict]:
-    """The examples the environment scored `reward >= threshold` (1.0: exactly right)."""
-    return [e for e in examples if e["messages"] is not None and e["reward"] >= threshold]
+    n_wrong = sum(e["reward"] < 1.0 for e in examples)
+    n_failed = requested - len(records)
+    reasons = Counter(line.split(": ", 1)[1] for line in collect_output.splitlines() if line.startswith("failed ep-"))
+    print(f"requested {requested} | collected {len(records)} | reward 1: {len(kept)} | "
+          f"reward < 1 (filtered out): {n_wrong} | failed, no reward: {n_failed}")
+    for reason, count in reasons.items():
+        print(f"  failed x{count}: {reason}")
+    wrong = next((e for e in examples if e["reward"] < 1.0 and e["messages"]), None)
+    if wrong:
+        record = next(r for r in records if r["episode_id"] == wrong["episode_id"])
+        print("\na filtered-out episode:", wrong["messages"][1]["content"],
+              "-> teacher said", wrong["messages"][2]["tool_calls"][0]["function"]["arguments"],
+              "| correct:", record["artifacts"].get("correct_answer"), "| reward", wrong["reward"])
+    return n_wrong, n_failed
 
 
 def require_examples(kept: list[dict], *, collected: int, failed: int, min_examples: int = 1) -> None:
@@ -300,11 +270,6 @@ def length_stats(lengths: list[int]) -> dict:
     values = np.asarray(lengths)
     return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95)),
             "p99": float(np.percentile(values, 99)), "max": int(values.max()), "n": int(values.size)}
-
-
-def sft_rows(examples: list[dict]) -> list[dict]:
-    """Only the columns SFTTrainer reads: messages and tools (a JSON string)."""
-    return [{"messages": e["messages"], "tools": e["tools"]} for e in examples]
 
 
 class TeacherError(RuntimeError):

@@ -1,11 +1,15 @@
-"""Notebook 02 (SFT warm-up): the real `openenv collect` CLI against the local teacher and env server,
-the conversion and reward filter, the early errors, and the tiny notebook run end to end."""
+"""Notebook 02 (SFT warm-up): the notebook's own `openenv collect` command (its cell tagged collect-command) run
+for real against the local teacher and env server, its conversion and reward filter (cells to-sft-rows and
+reward-filter), the early errors, and the tiny notebook run end to end."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,22 +21,35 @@ from helpers.sft_data import (
     Teacher,
     TeacherError,
     check_teacher,
-    collect_command,
-    keep_correct,
     length_stats,
     load_results,
     render,
     require_examples,
     rollouts_folder,
     run_collect,
-    sft_rows,
-    to_sft_example,
     token_lengths,
 )
+from tools.notebooks import NOTEBOOKS_DIR, load_cells
 
 from eval_checks import assert_before_after_metrics, assert_precision_recorded
 
 NB = "02_sft_warmup"
+NB_PATH = NOTEBOOKS_DIR / f"{NB}.ipynb"
+
+
+def notebook_collect_command(env_url: str, out, n: int, teacher: Teacher, push_to: str | None = None) -> list[str]:
+    """The notebook's `openenv collect` command line (its cell tagged collect-command), filled with these values."""
+    names = load_cells(NB_PATH, "collect-command", namespace=dict(
+        env_url=env_url, teacher=teacher, N_EPISODES=n, TEACHER_MAX_TOKENS=1024, DATASET_CONFIG=CHAIN_SUM_CONFIG,
+        SYSTEM_PROMPT=SYSTEM_PROMPT, rollouts_dir=out, PUSH_TO_HUB=push_to is not None, HUB_DATASET_ID=push_to))
+    return names["collect_cmd"]
+
+
+def notebook_rows(records: list[dict], keep_work: bool = False) -> dict:
+    """The notebook's conversion and reward filter (cells to-sft-rows and reward-filter) run on `records`:
+    the namespace with its `examples`, `kept`, `to_sft_example` and `keep_correct`."""
+    return load_cells(NB_PATH, "to-sft-rows", "reward-filter", namespace=dict(
+        records=records, SYSTEM_PROMPT=SYSTEM_PROMPT, settings=SimpleNamespace(teacher_shows_work=keep_work)))
 
 
 def teacher_counts(server) -> dict:
@@ -49,8 +66,7 @@ def collected(rg_server, tmp_path_factory):
         teacher = Teacher.endpoint(t.base_url, "chain-sum-teacher")
 
         def collect(n):
-            cmd = collect_command(rg_server.base_url, out, n_episodes=n, dataset_config=CHAIN_SUM_CONFIG,
-                                  system_prompt=SYSTEM_PROMPT, teacher=teacher)
+            cmd = notebook_collect_command(rg_server.base_url, out, n, teacher)
             return run_collect(cmd, out, n_episodes=n, progress=False)
 
         first = collect(16)
@@ -97,8 +113,8 @@ def test_filter_keeps_only_correct_in_trainer_layout(collected):
     from helpers.offline_models import resolve_model
 
     records = load_results(collected["dir"])
-    examples = [to_sft_example(r, SYSTEM_PROMPT) for r in records]
-    kept = keep_correct(examples)
+    cells = notebook_rows(records)
+    examples, kept = cells["examples"], cells["kept"]
     assert len(kept) == sum(r["reward"] == 1.0 for r in records)
     assert len(kept) < len(examples)  # the teacher's mistakes were filtered out
     truth = {r["episode_id"]: r["artifacts"]["correct_answer"] for r in records}
@@ -111,24 +127,26 @@ def test_filter_keeps_only_correct_in_trainer_layout(collected):
         assert '<tool_call>\n{"name": "answer", "arguments": {"answer": "' in text
         assert parse_answer_call(text.split("<|im_start|>assistant")[-1]) == truth[example["episode_id"]]
         assert '"name": "answer"' in text.split("<tools>\n")[1].split("</tools>")[0]  # the tool is in the prompt
-    dataset = Dataset.from_list(sft_rows(kept))  # Arrow accepts it: arguments are strings
+    dataset = Dataset.from_list([{"messages": e["messages"], "tools": e["tools"]} for e in kept])  # as the SFT cell
+    # Arrow accepts it: arguments are strings
     assert dataset.column_names == ["messages", "tools"]
     stats = length_stats(token_lengths(tokenizer, kept))
     assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
 
 
 def test_teacher_working_survives_the_cli_and_lands_before_the_call(rg_server, tmp_path):
-    """TEACHER_SHOW_WORK: `openenv collect` records the working, keep_work puts it in the SFT row."""
+    """TEACHER_SHOW_WORK: `openenv collect` records the working, the notebook's keep_work puts it in the SFT row."""
     from transformers import AutoTokenizer
 
     from helpers.offline_models import resolve_model
 
     with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
                      env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_SHOW_WORK": "1"}) as t:
-        cmd = collect_command(rg_server.base_url, tmp_path / "r", n_episodes=4, dataset_config=CHAIN_SUM_CONFIG,
-                              system_prompt=SYSTEM_PROMPT, teacher=Teacher.endpoint(t.base_url, "chain-sum-teacher"))
+        cmd = notebook_collect_command(rg_server.base_url, tmp_path / "r", 4,
+                                       Teacher.endpoint(t.base_url, "chain-sum-teacher"))
         run_collect(cmd, tmp_path / "r", n_episodes=4, progress=False)
     records = load_results(tmp_path / "r")
+    to_sft_example = notebook_rows(records, keep_work=True)["to_sft_example"]
     assert len(records) == 4 and all(r["reward"] == 1.0 for r in records)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny"))
     for record in records:
@@ -140,6 +158,42 @@ def test_teacher_working_survives_the_cli_and_lands_before_the_call(rg_server, t
         assert reply.index(work) < reply.index("<tool_call>")  # the working, then the call
         assert parse_answer_call(reply) == answer
         assert to_sft_example(record, SYSTEM_PROMPT)["messages"][2]["content"] == ""  # default: dropped
+
+
+def test_collect_command_flags_exist_in_the_installed_cli(tmp_path):
+    """Every flag of the notebook's command, for each kind of teacher and with the Hub upload, is one the installed
+    `openenv collect` knows (the runs above exercise only the local teacher's flags)."""
+    from helpers.sft_data import openenv_executable, shell_line
+
+    helptext = subprocess.run([openenv_executable(), "collect", "--help"], capture_output=True, text=True,
+                              env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}, timeout=120).stdout
+    commands = [notebook_collect_command("http://127.0.0.1:1", tmp_path, 3, Teacher.openai("gpt-5-mini"), "me/rows"),
+                notebook_collect_command("http://127.0.0.1:1", tmp_path, 3, Teacher.endpoint("http://h", "m", 8001))]
+    assert commands[0][commands[0].index("--provider"):][:4] == ["--provider", "openai", "--model", "gpt-5-mini"]
+    assert commands[0][-2:] == ["--push-to-hub", "me/rows"] and "--push-to-hub" not in commands[1]
+    assert commands[1][commands[1].index("--llm-endpoint"):][:6] == [
+        "--llm-endpoint", "http://h", "--model", "m", "--llm-port", "8001"]
+    for cmd in commands:
+        assert cmd[1:3] == ["collect", "reasoning_gym:chain_sum"]
+        for flag in (arg for arg in cmd if arg.startswith("--")):
+            assert f" {flag} " in helptext, flag
+        assert json.loads(cmd[cmd.index("--dataset-config") + 1]) == CHAIN_SUM_CONFIG
+        assert cmd[cmd.index("--system-prompt") + 1] == SYSTEM_PROMPT
+        assert shell_line(cmd).startswith("openenv collect reasoning_gym:chain_sum --base-url")
+        assert '--system-prompt "$SYSTEM_PROMPT"' in shell_line(cmd)
+
+
+def test_filter_keeps_reward_one_with_a_call():
+    """The notebook's keep_correct: reward 1 and an answer call; a reward-1 episode without a call is not a row."""
+    call = {"role": "assistant", "content": "",
+            "tool_calls": [{"function": {"name": "answer", "arguments": '{"answer": "3"}'}}]}
+    records = [{"episode_id": "a", "messages": [{"role": "user", "content": "1 + 2 ="}, call], "reward": 1.0},
+               {"episode_id": "b", "messages": [{"role": "user", "content": "1 + 1 ="}, call], "reward": 0.0},
+               {"episode_id": "c", "messages": [{"role": "user", "content": "2 + 2 ="},
+                                                {"role": "assistant", "content": "4"}], "reward": 1.0}]
+    cells = notebook_rows(records)
+    assert [e["episode_id"] for e in cells["kept"]] == ["a"] and cells["examples"][2]["messages"] is None
+    assert [e["episode_id"] for e in cells["keep_correct"](cells["examples"], threshold=0.0)] == ["a", "b"]
 
 
 def test_teacher_down_is_a_clear_error_naming_the_url(monkeypatch):

@@ -1,10 +1,11 @@
 """Teacher endpoint faults for notebook 02 (refused, slow, garbage, wrong shape, failing mid-run).
 
 The teacher is a real HTTP server (tests/fault_apps.py, served with LocalServer) that misbehaves
-on purpose; the data collection is the real `openenv collect` CLI through helpers.sft_data. What
-must hold: the pre-flight check (`check_teacher`) turns every fault into a `TeacherError` naming
-the URL within its timeout, and a teacher failing mid-collection costs only the episodes it
-failed: the ones collected are kept, and `--resume` fills in the rest once the teacher is back.
+on purpose; the data collection is the real `openenv collect` CLI, run with notebook 02's own command
+line (its cell tagged collect-command) through helpers.sft_data.run_collect. What must hold: the
+pre-flight check (`check_teacher`) turns every fault into a `TeacherError` naming the URL within its
+timeout, and a teacher failing mid-collection costs only the episodes it failed: the ones collected
+are kept, and `--resume` fills in the rest once the teacher is back.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pytest
 
 from helpers.prompts import CHAIN_SUM_CONFIG, SYSTEM_PROMPT
 from helpers.servers import LocalServer, free_port
-from helpers.sft_data import Teacher, TeacherError, check_teacher, collect_command, load_results, run_collect
+from helpers.sft_data import Teacher, TeacherError, check_teacher, load_results, run_collect
+from tools.notebooks import NOTEBOOKS_DIR, load_cells
 
 QUESTION = "State the final answer to the following arithmetic problem: 12 + 30 ="
 
@@ -65,8 +67,10 @@ def test_teacher_failing_mid_collection_keeps_collected_episodes_and_resume_comp
     out = tmp_path / "rollouts"
 
     def collect(teacher: Teacher):
-        cmd = collect_command(rg_server.base_url, out, n_episodes=6, dataset_config=CHAIN_SUM_CONFIG,
-                              system_prompt=SYSTEM_PROMPT, teacher=teacher)
+        cmd = load_cells(NOTEBOOKS_DIR / "02_sft_warmup.ipynb", "collect-command", namespace=dict(
+            env_url=rg_server.base_url, teacher=teacher, N_EPISODES=6, TEACHER_MAX_TOKENS=1024,
+            DATASET_CONFIG=CHAIN_SUM_CONFIG, SYSTEM_PROMPT=SYSTEM_PROMPT, rollouts_dir=out, PUSH_TO_HUB=False,
+            HUB_DATASET_ID=None))["collect_cmd"]
         return run_collect(cmd, out, n_episodes=6, progress=False, timeout=300)
 
     # three good replies, then HTTP 500 for good
