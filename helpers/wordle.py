@@ -1,40 +1,28 @@
-"""Wordle with GRPO: guess parsing, the four reward streams, and a multi-turn `rollout_func`.
+"""Wordle machinery for notebook 03's multi-turn `rollout_func`: guess parsing, feedback, scoring, sessions.
 
-The rollout plays whole games against the TextArena Wordle server (`textarena_env`), one
-WebSocket session per game, all games of a batch in lockstep (one batched generation per turn).
-Each game is ONE growing conversation:
+The rollout itself (the turn loop) and its four reward functions are notebook cells (tagged "rollout-func" and
+"reward-funcs"), so a learner reads and edits them there. What they lean on lives here:
 
-    prompt_ids      system + the game's instructions + assistant header       (not trained)
-    completion_ids  guess 1 | game's feedback as a user turn | guess 2 | ... | last guess
-    env_mask        1 ... 1 | 0 ................................ 0 | 1 ... | 1 ... 1
-    logprobs        sampled-token logprobs for model tokens, 0.0 for the feedback tokens
+- `extract_guess` / `guess_message`: the guess in a small model's reply, and what to send the game;
+- `feedback_pattern` / `is_consistent`: TextArena's feedback row, and whether a word fits the rows so far;
+- `Move`, `Game`: one judged move, one game being played (its tokens, moves and last StepResult);
+- `game_skills`: what a game shows (the held-out evaluation's measures); `turn_rewards`: the valid / consistent /
+  letters reward streams, each in [0, 1] and counted over the game's `max_turns` turns (not over the moves played):
+  a game cut short by a second invalid move in a row scores 0 for the turns it never played, and a won game keeps
+  full marks for the turns it did not need;
+- `Sessions`: WebSocket sessions to the TextArena server, kept open across steps;
+- `game_record` / `summarize`: one finished game's record for metrics, and the metrics over a run's games.
 
-so the loss only pushes on tokens the model produced, while every guess is conditioned on all the
-feedback before it. Games in one GRPO group (the `num_generations` copies of a prompt, which
-arrive next to each other) share a secret word, so their rewards are comparable.
-
-Reward streams, all in [0, 1], one value per game, each rewarding one skill the held-out evaluation
-(`helpers.wordle_eval`) measures, counted over the game's `max_turns` turns (not over the moves played):
-a game cut short by a second invalid move in a row scores 0 for the turns it never played, and a won
-game keeps full marks for the turns it did not need (`turn_rewards`):
-    correct     the environment's final reward: 1.0 for a win; otherwise TextArena's partial credit
-                (the last guess's letters in place, yellows counting half)
-    valid       turns played with a guess the game accepted (a real, new five-letter word in brackets)
-    consistent  turns after the first feedback played with a guess that could still be the secret word
-                (keep the greens, move the yellows, drop the greys): playing the information
-    letters     greens + yellows of each accepted guess / 5, per turn: getting closer
-(TRL's original Wordle example rewards the last feedback's greens and yellows and non-repetition;
-a game's last row says little about the moves before it, and a repeat is already an invalid move.)
+(TRL's original Wordle example rewards the last feedback's greens and yellows and non-repetition; a game's last
+row says little about the moves before it, and a repeat is already an invalid move.)
 """
 
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import dataclass, field
 
 from helpers.prompts import WORDLE_SYSTEM_PROMPT
-from helpers.rollouts import chat_prompt_ids, env_turn_ids, generate_rollout_completions, tokenizer_of
 
 SYSTEM_PROMPT = WORDLE_SYSTEM_PROMPT   # helpers.prompts holds every system prompt
 
@@ -168,38 +156,10 @@ def turn_rewards(moves: list[Move], won: bool, max_turns: int) -> dict:
     }
 
 
-# -- reward functions: they read the per-game values the rollout returned (extra keys reach kwargs) --
-def _passthrough(completions, values):
-    return [float(v) for v in values] if values is not None else [0.0] * len(completions)
-
-
-def reward_correct(completions, correct_reward=None, **kwargs) -> list[float]:
-    """The environment's final reward: 1.0 for a win, partial credit after six guesses."""
-    return _passthrough(completions, correct_reward)
-
-
-def reward_valid(completions, valid_reward=None, **kwargs) -> list[float]:
-    """Turns played with an accepted guess, over the game's turns."""
-    return _passthrough(completions, valid_reward)
-
-
-def reward_consistent(completions, consistent_reward=None, **kwargs) -> list[float]:
-    """Turns after the first feedback played with a guess that could still be the secret word."""
-    return _passthrough(completions, consistent_reward)
-
-
-def reward_letters(completions, letters_reward=None, **kwargs) -> list[float]:
-    """Greens + yellows of each accepted guess / 5, per turn."""
-    return _passthrough(completions, letters_reward)
-
-
-REWARD_FUNCS = [reward_correct, reward_valid, reward_consistent, reward_letters]
-STREAMS = ("correct", "valid", "consistent", "letters")   # the rollout's `<stream>_reward` keys
-
-
 @dataclass
 class Game:
-    """One game's tokens and record while it is played."""
+    """One game while it is played: its tokens as the rollout lays them out (`completion_ids` holds the model's
+    replies and the game's feedback turns, `env_mask` says which is which) and its judged moves."""
 
     seed: int
     word: str | None           # the secret word asked for (None: the server drew it from the seed)
@@ -210,12 +170,7 @@ class Game:
     replies: list[str] = field(default_factory=list)
     moves: list[Move] = field(default_factory=list)
     done: bool = False
-    result: object = None  # the last StepResult
-
-    def add(self, ids: list[int], logprobs: list[float] | None, from_model: bool) -> None:
-        self.completion_ids += ids
-        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
-        self.env_mask += [int(from_model)] * len(ids)
+    result: object = None      # the last StepResult
 
     def judge(self, reply: str, observation) -> None:
         """Record the move the game just judged (its reply to `reply` is `observation`)."""
@@ -230,146 +185,71 @@ class Game:
                                consistent=valid and is_consistent(guess, history)))
 
 
-class WordleRollout:
-    """A `rollout_func` for GRPOTrainer: `GRPOTrainer(..., rollout_func=WordleRollout(url))`.
+def training_words(words: list[str] | None) -> list[str] | None:
+    """The secret words a rollout draws from, sorted (None: the server draws from the seed); refuses an empty
+    list or a word the server cannot play."""
+    if words is None:
+        return None
+    if not words:
+        raise ValueError("WordleRollout got an empty `words` list: pass the training words to draw secrets from.")
+    check_words(list(words), "training")
+    return sorted(words)
 
-    Args:
-        base_url: the TextArena Wordle server (local or a Space).
-        max_turns: guesses per game at most (Wordle allows 6).
-        seed: GRPO group i plays with seed seed+i (one secret word per group).
-        words: secret words to draw from (with `random.Random(seed)`), e.g. the training side of
-            `helpers.wordle_eval.split_words`, so training never plays a held-out word. None: the
-            server draws from its own list with the seed.
-        system_prompt: the system message of every game.
-        max_new_tokens: tokens per guess; default the trainer's max_completion_length.
 
-    `episodes` keeps one record per finished game (step, word, moves, skills, win) for metrics.
-    """
+class Sessions:
+    """WebSocket sessions to the TextArena server, one per game played at once, opened as needed and kept open
+    across rollouts (each session holds one game's state on the server)."""
 
-    def __init__(self, base_url: str, *, max_turns: int = 6, seed: int = 0, words: list[str] | None = None,
-                 system_prompt: str = SYSTEM_PROMPT, max_new_tokens: int | None = None):
+    def __init__(self, base_url: str):
         self.base_url = base_url
-        self.max_turns = max_turns
-        self.next_seed = seed
-        self.words = sorted(words) if words is not None else None
-        if self.words is not None and not self.words:
-            raise ValueError("WordleRollout got an empty `words` list: pass the training words to draw secrets from.")
-        check_words(self.words or [], "training")
-        self.system_prompt = system_prompt
-        self.max_new_tokens = max_new_tokens
-        self.episodes: list[dict] = []
-        self._clients: list = []
+        self.clients: list = []
 
-    def word_for(self, seed: int) -> str | None:
-        """The secret word a group with this seed plays (None: the server picks it from the seed)."""
-        return random.Random(seed).choice(self.words) if self.words is not None else None
-
-    # one WebSocket session per game played at once, kept open across steps
-    def _sessions(self, n: int) -> list:
+    def take(self, n: int) -> list:
         from textarena_env import TextArenaEnv
 
-        while len(self._clients) < n:
-            self._clients.append(TextArenaEnv(base_url=self.base_url).sync().connect())
-        return self._clients[:n]
+        while len(self.clients) < n:
+            self.clients.append(TextArenaEnv(base_url=self.base_url).sync().connect())
+        return self.clients[:n]
 
     def close(self) -> None:
-        for client in self._clients:
+        for client in self.clients:
             try:
                 client.close()
             except Exception:  # the server may already be gone
                 pass
-        self._clients = []
-
-    def __call__(self, prompts: list, trainer) -> dict[str, list]:
-        group = max(1, getattr(trainer, "num_generations", 1))
-        seeds = [self.next_seed + i // group for i in range(len(prompts))]
-        self.next_seed += -(-len(prompts) // group)
-        games = self.play(trainer, prompts, seeds, [self.word_for(s) for s in seeds])
-        step = trainer.state.global_step
-        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-               **{f"{key}_reward": [] for key in STREAMS}}
-        for game in games:
-            record = self.score(game)
-            self.episodes.append({"step": step, **record})
-            out["prompt_ids"].append(game.prompt_ids)
-            out["completion_ids"].append(game.completion_ids)
-            out["logprobs"].append(game.logprobs)
-            out["env_mask"].append(game.env_mask)
-            for key in STREAMS:
-                out[f"{key}_reward"].append(record["streams"][key])
-        return out
-
-    def play(self, trainer, prompts: list, seeds: list[int], words: list[str | None] | None = None,
-             generate=None) -> list[Game]:
-        """Play one game per prompt, all at once: each turn is one batched generation.
-
-        `trainer` supplies the tokenizer and chat template (a `helpers.rollouts.TemplateView` will do);
-        `generate(list of token-id lists) -> outputs` defaults to sampling with the trainer
-        (`generate_rollout_completions`); the held-out evaluation passes a greedy one."""
-        from textarena_env import TextArenaAction
-
-        if generate is None:
-            def generate(ids):
-                return generate_rollout_completions(trainer, ids, max_new_tokens=self.max_new_tokens)
-        words = words or [None] * len(prompts)
-        clients = self._sessions(len(prompts))
-        games = []
-        for client, prompt, seed, word in zip(clients, prompts, seeds, words):
-            result = client.reset(seed=seed, word=word) if word else client.reset(seed=seed)
-            user = f"{_text_of(prompt)}\n\n{result.observation.prompt}".strip()
-            messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
-            games.append(Game(seed=seed, word=word, prompt_ids=chat_prompt_ids(trainer, messages), result=result))
-        eos = tokenizer_of(trainer).eos_token_id
-        for turn in range(self.max_turns):
-            active = [i for i, g in enumerate(games) if not g.done]
-            if not active:
-                break
-            outputs = generate([games[i].prompt_ids + games[i].completion_ids for i in active])
-            last_turn = turn == self.max_turns - 1
-            for i, output in zip(active, outputs):
-                game = games[i]
-                game.add(output["completion_ids"], output.get("logprobs"), from_model=True)
-                game.replies.append(output["text"])
-                result = clients[i].step(TextArenaAction(message=guess_message(output["text"])))
-                game.result = result
-                game.judge(output["text"], result.observation)
-                game.done = bool(result.done)
-                if not game.done and not last_turn:
-                    if not game.completion_ids or game.completion_ids[-1] != eos:
-                        game.add([eos], None, from_model=False)  # close a reply cut at max tokens
-                    game.add(env_turn_ids(trainer, result.observation.last_message), None, from_model=False)
-        return games
-
-    def score(self, game: Game) -> dict:
-        """The record of one finished game: its skills (what the evaluation measures) and its reward streams."""
-        observation = game.result.observation
-        won = bool(observation.won)
-        skills = game_skills(game.moves, won)
-        correct = float(game.result.reward or 0.0)
-        guesses = [m.guess for m in game.moves]
-        parsed = [g for g in guesses if g is not None]
-        return {
-            "seed": game.seed,
-            "word": game.word or observation.secret_word,
-            "correct": correct,
-            **skills,
-            "streams": {"correct": correct, **turn_rewards(game.moves, won, self.max_turns)},
-            "guesses": guesses,
-            "feedback": [m.feedback for m in game.moves],
-            "parsed_guesses": len(parsed),
-            "repeated_guesses": len(parsed) - len(set(parsed)),
-            "invalid_moves": sum(not m.valid for m in game.moves),
-            "secret_word": observation.secret_word,
-            "first_reply": game.replies[0] if game.replies else "",
-        }
+        self.clients = []
 
 
-def _text_of(prompt) -> str:
+def prompt_text(prompt) -> str:
     """A dataset prompt as text (a plain string, or the last user message of a conversation)."""
     if isinstance(prompt, str):
         return prompt
     users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
     return users[-1] if users else ""
+
+
+def game_record(game: Game, streams: dict) -> dict:
+    """The record of one finished game, for metrics (`summarize`) and the held-out evaluation: its skills
+    (`game_skills`), its reward `streams` (as the rollout computed them), its guesses and feedback."""
+    observation = game.result.observation
+    won = bool(observation.won)
+    correct = float(game.result.reward or 0.0)
+    guesses = [m.guess for m in game.moves]
+    parsed = [g for g in guesses if g is not None]
+    return {
+        "seed": game.seed,
+        "word": game.word or observation.secret_word,
+        "correct": correct,
+        **game_skills(game.moves, won),
+        "streams": dict(streams),
+        "guesses": guesses,
+        "feedback": [m.feedback for m in game.moves],
+        "parsed_guesses": len(parsed),
+        "repeated_guesses": len(parsed) - len(set(parsed)),
+        "invalid_moves": sum(not m.valid for m in game.moves),
+        "secret_word": observation.secret_word,
+        "first_reply": game.replies[0] if game.replies else "",
+    }
 
 
 def summarize(episodes: list[dict], window: int = 1) -> dict:
@@ -393,7 +273,7 @@ def summarize(episodes: list[dict], window: int = 1) -> dict:
         "guess_parse_rate": parsed / max(1, sum(e["turns"] for e in episodes)),
         "mean_turns": mean(episodes, "turns"),
     }
-    for key in STREAMS:
+    for key in episodes[0]["streams"]:   # the rollout's reward streams, e.g. correct, valid, consistent, letters
         metrics[f"{key}_first"] = sum(e["streams"][key] for e in first) / len(first)
         metrics[f"{key}_last"] = sum(e["streams"][key] for e in last) / len(last)
     return metrics

@@ -2,13 +2,14 @@
 TextArena server, before and after training, with 95 % intervals and the paired change per skill.
 
     train_words, eval_words = split_words(wordle_words(), n_eval=150)
-    before = evaluate_wordle(model, tokenizer, env_url, eval_words)
+    before = evaluate_wordle(model, tokenizer, env_url, eval_words, player=WordleRollout)
     ...train on train_words...
-    after = evaluate_wordle(model, tokenizer, env_url, eval_words)
+    after = evaluate_wordle(model, tokenizer, env_url, eval_words, player=WordleRollout)
     for change in paired_changes(before, after): print(change)
 
-Each game is played exactly as `helpers.wordle.WordleRollout` plays it (same prompt, same tokens, same
-chat template), only greedy instead of sampled, so what it measures is what GRPO trained.
+`player` is notebook 03's rollout class (its "rollout-func" cell): each game is played by its own turn loop
+(same prompt, same tokens, same chat template), only greedy instead of sampled, so what the evaluation
+measures is what GRPO trained, and an edit to the rollout reaches both.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class WordleEval:
 
 
 def summarize_games(games: list[dict], words: list[str]) -> WordleEval:
-    """A WordleEval from per-game records (`helpers.wordle.WordleRollout.score`)."""
+    """A WordleEval from per-game records (`helpers.wordle.game_record`, as the rollout's `score` returns them)."""
     if not games:
         raise ValueError("No held-out games were played: pass at least one evaluation word.")
     metrics = {}
@@ -110,12 +111,15 @@ def summarize_games(games: list[dict], words: list[str]) -> WordleEval:
     return WordleEval(n=len(games), words=list(words), metrics=metrics, games=games)
 
 
-def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, max_turns: int = 6,
+def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, player, max_turns: int = 6,
                     max_new_tokens: int = 12, chat_template_kwargs: dict | None = None, precision: str | None = None,
                     batch_size: int | None = None, prompt: str | None = None, max_sessions: int = 64) -> WordleEval:
     """Play one greedy game per word in `words` through the TextArena server at `base_url`, all games in
     lockstep (one batched generation per turn), and summarize the skills.
 
+    `player` is the rollout class whose turn loop plays the games: `player(base_url, max_turns=...)` gives an
+    object with `play(trainer_or_view, prompts, seeds, words, generate=...)`, `score(game)` and `close()`
+    (notebook 03's `WordleRollout`); the evaluation passes it a greedy `generate` and a `TemplateView` for a trainer.
     `chat_template_kwargs` and `max_new_tokens` should be the trainer's (e.g. `{"enable_thinking": False}` for
     Qwen3), and `precision` the autocast it trains in, so the evaluation sees the policy GRPO trains. At most
     `max_sessions` games run at once (the server needs that many free session slots)."""
@@ -146,16 +150,16 @@ def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, max_tu
             outputs.append({"completion_ids": ids, "text": text_tokenizer.decode(ids, skip_special_tokens=True)})
         return outputs
 
-    player = wordle.WordleRollout(base_url, max_turns=max_turns)
+    rollout = player(base_url, max_turns=max_turns)   # its own sessions, closed at the end
     games = []
     try:   # at most `max_sessions` games at once: the server's session slots are shared with training
         for start in range(0, len(words), max_sessions):
             chunk = list(words[start:start + max_sessions])
-            games += player.play(view, [prompt or wordle.DATASET_PROMPT] * len(chunk),
+            games += rollout.play(view, [prompt or wordle.DATASET_PROMPT] * len(chunk),
                                  list(range(start, start + len(chunk))), chunk, generate=greedy)
     finally:
-        player.close()
-    return summarize_games([player.score(g) for g in games], words)
+        rollout.close()
+    return summarize_games([rollout.score(g) for g in games], words)
 
 
 @dataclass

@@ -12,7 +12,7 @@ chat-completions protocol, so any real model endpoint can replace it:
         games = collect_games(Teacher.endpoint(teacher.base_url, TEACHER_MODEL), env_url, train_words, n_games=300)
     rows = sft_rows(won_games(games), TemplateView(tokenizer))
 
-Each game becomes one SFT row in exactly the token layout `helpers.wordle.WordleRollout` trains on: the
+Each game becomes one SFT row in exactly the token layout notebook 03's `WordleRollout` trains on: the
 prompt, then each guess (trained) and the game's reply as a user turn (masked).
 
 Settings (environment variables, read when the app is created): WORDLE_TEACHER_SEED (which consistent
@@ -181,9 +181,9 @@ def won_games(games: list[dict]) -> list[dict]:
 
 
 def sft_rows(games: list[dict], view) -> list[dict]:
-    """One pre-tokenized SFT row per game, {"input_ids", "assistant_masks"}, laid out exactly as
-    `WordleRollout` lays out a game: prompt (masked), each reply + EOS (trained), the game's replies as user
-    turns via `env_turn_ids` (masked). `view`: the trainer, or a `helpers.rollouts.TemplateView`."""
+    """One pre-tokenized SFT row per game, {"input_ids", "assistant_masks"}, laid out exactly as notebook 03's
+    `WordleRollout` lays out a game: prompt (masked), each reply + EOS (trained), the game's replies as user turns
+    via `env_turn_ids` (masked). `view`: the trainer, or a `helpers.rollouts.TemplateView`."""
     from helpers.rollouts import chat_prompt_ids, env_turn_ids, tokenizer_of
 
     tokenizer = tokenizer_of(view)

@@ -1,17 +1,32 @@
-"""Notebook 03: guess parsing, the multi-turn Wordle rollout against the real local server with a real
-(tiny) model inside a real GRPOTrainer, the generate_rollout_completions stand-in, and the notebook."""
+"""Notebook 03: guess parsing, the notebook's own multi-turn Wordle rollout and reward functions (its cells tagged
+"rollout-func" and "reward-funcs") against the real local server with a real (tiny) model inside a real
+GRPOTrainer, the held-out evaluation playing with that rollout, the generate_rollout_completions stand-in, and the
+notebook."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 
 from helpers import wordle
-from tools.notebooks import cell_outputs_text
+from tools.notebooks import NOTEBOOKS_DIR, cell_outputs_text, load_cells
 from helpers.servers import LocalServer
 
 from eval_checks import assert_precision_recorded
+
+STREAMS = ("correct", "valid", "consistent", "letters")   # the rollout's `<stream>_reward` keys
+
+
+@functools.cache
+def notebook() -> dict:
+    """What the notebook's rollout and reward-function cells define (WordleRollout, reward_funcs, ...)."""
+    return load_cells(NOTEBOOKS_DIR / "03_wordle_rollout_func.ipynb", "rollout-func", "reward-funcs")
+
+
+def WordleRollout(*args, **kwargs):
+    return notebook()["WordleRollout"](*args, **kwargs)
 
 
 @pytest.mark.parametrize("reply, guess", [
@@ -41,9 +56,10 @@ def test_guess_message_falls_back_to_the_reply_so_the_game_complains():
 def test_reward_helpers():
     assert wordle.feedback_counts([]) == (0, 0)
     assert wordle.feedback_counts(["XXXXX", "GYXGY"]) == (2, 2)
-    rewards = wordle.reward_valid(["a", "b"], valid_reward=[0.2, 0.4])
-    assert rewards == [0.2, 0.4] and wordle.reward_correct(["a"]) == [0.0]
-    assert [f.__name__ for f in wordle.REWARD_FUNCS] == [f"reward_{key}" for key in wordle.STREAMS]
+    cells = notebook()
+    rewards = cells["reward_valid"](["a", "b"], valid_reward=[0.2, 0.4])
+    assert rewards == [0.2, 0.4] and cells["reward_correct"](["a"]) == [0.0]
+    assert [f.__name__ for f in cells["reward_funcs"]] == [f"reward_{key}" for key in STREAMS]
 
 
 @pytest.mark.parametrize("guess, secret, row", [
@@ -130,13 +146,13 @@ def test_held_out_words_never_overlap_training_words():
 
 
 def test_a_rollout_draws_secret_words_only_from_its_list():
-    rollout = wordle.WordleRollout("http://unused", seed=5, words=["crane", "slate"])
+    rollout = WordleRollout("http://unused", seed=5, words=["crane", "slate"])
     assert {rollout.word_for(s) for s in range(50)} == {"crane", "slate"}
     assert rollout.word_for(7) == rollout.word_for(7)
     with pytest.raises(ValueError, match="empty `words`"):
-        wordle.WordleRollout("http://unused", words=[])
+        WordleRollout("http://unused", words=[])
     with pytest.raises(ValueError, match=r"1 training word\(s\) are not \('cran'\)"):
-        wordle.WordleRollout("http://unused", words=["crane", "cran"])
+        WordleRollout("http://unused", words=["crane", "cran"])
 
 
 def test_paired_changes_pair_games_word_by_word():
@@ -215,7 +231,7 @@ def test_the_teacher_wins_real_games_and_its_rows_are_the_rollouts_tokens(wordle
                             + [tokenizer.eos_token_id], "text": text})
             return out
 
-        player = wordle.WordleRollout(wordle_url)
+        player = WordleRollout(wordle_url)
         try:
             [played] = player.play(view, [wordle.DATASET_PROMPT], [0], [game["word"]], generate=replay)
         finally:
@@ -243,7 +259,7 @@ def test_the_server_refuses_a_word_list_it_cannot_play(wordle_url):
     from helpers.wordle_eval import evaluate_wordle
 
     with pytest.raises(ValueError, match=r"five-letter words a-z; 1 evaluation word\(s\) are not \('toolong'\).*split_words"):
-        evaluate_wordle(None, None, wordle_url, ["crane", "toolong"])
+        evaluate_wordle(None, None, wordle_url, ["crane", "toolong"], player=notebook()["WordleRollout"])
     from textarena_env import TextArenaEnv
 
     with TextArenaEnv(base_url=wordle_url).sync() as env, pytest.raises(Exception, match="word= must be 5 letters"):
@@ -256,27 +272,30 @@ def make_trainer(tmp_path, rollout, **config):
     from trl import GRPOConfig, GRPOTrainer
 
     from helpers.offline_models import resolve_model
+    from helpers.rollout_checks import checked_rewards
 
     args = dict(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
                 max_completion_length=8, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
                 logging_steps=1, chat_template_kwargs={"enable_thinking": False}, seed=0)
     args.update(config)
-    return GRPOTrainer(model=resolve_model("tiny"), reward_funcs=wordle.REWARD_FUNCS,
+    return GRPOTrainer(model=resolve_model("tiny"), reward_funcs=checked_rewards(notebook()["reward_funcs"]),
                        train_dataset=Dataset.from_dict({"prompt": [wordle.DATASET_PROMPT] * 8}),
                        rollout_func=rollout, args=GRPOConfig(**args))
 
 
 @pytest.mark.slow
 def test_multi_turn_rollout_output_is_consistent_across_turns(wordle_url, tmp_path):
-    rollout = wordle.WordleRollout(wordle_url, max_turns=3, seed=100)
+    from helpers.rollout_checks import checked_rollout
+
+    rollout = WordleRollout(wordle_url, max_turns=3, seed=100)
     trainer = make_trainer(tmp_path, rollout)
     tokenizer = trainer.processing_class
     try:
-        out = rollout([wordle.DATASET_PROMPT] * 4, trainer)
+        out = checked_rollout(rollout)([wordle.DATASET_PROMPT] * 4, trainer)   # and it keeps TRL's contract
     finally:
         rollout.close()
 
-    keys = {"prompt_ids", "completion_ids", "logprobs", "env_mask", *(f"{k}_reward" for k in wordle.STREAMS)}
+    keys = {"prompt_ids", "completion_ids", "logprobs", "env_mask", *(f"{k}_reward" for k in STREAMS)}
     assert set(out) == keys and all(len(v) == 4 for v in out.values())
     eos = tokenizer.eos_token_id
     for i in range(4):
@@ -286,7 +305,7 @@ def test_multi_turn_rollout_output_is_consistent_across_turns(wordle_url, tmp_pa
         assert mask[0] == 1 and mask[-1] == 1  # starts and ends with the model's own tokens
         assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0)
         assert all(lp <= 0.0 and math.isfinite(lp) for lp, m in zip(logprobs, mask) if m == 1)
-        for key in wordle.STREAMS:
+        for key in STREAMS:
             assert 0.0 <= out[f"{key}_reward"][i] <= 1.0
 
     # Every game got past turn 1 (one invalid move never ends a game), so each has environment turns,
@@ -313,10 +332,41 @@ def test_multi_turn_rollout_output_is_consistent_across_turns(wordle_url, tmp_pa
 
 
 @pytest.mark.slow
+def test_the_held_out_evaluation_plays_with_the_notebooks_rollout(wordle_url):
+    """evaluate_wordle plays every game with the rollout class it is given (the notebook's WordleRollout), greedy:
+    the same model plays the same games twice, and the games it measures are the ones that class played."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from helpers.offline_models import resolve_model
+    from helpers.wordle_eval import evaluate_wordle
+
+    path = resolve_model("tiny")
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    kwargs = dict(max_turns=2, max_new_tokens=6, chat_template_kwargs={"enable_thinking": False})
+    played = []
+
+    class Watched(notebook()["WordleRollout"]):
+        def play(self, *args, **kw):
+            games = super().play(*args, **kw)
+            played.extend(games)
+            return games
+
+    result = evaluate_wordle(model, tokenizer, wordle_url, ["crane", "slate"], player=Watched, **kwargs)
+    assert result.n == 2 and [g["word"] for g in result.games] == ["crane", "slate"]
+    assert [g.word for g in played] == ["crane", "slate"] and all(1 <= g["turns"] <= 2 for g in result.games)
+    assert all(list(g["streams"]) == list(STREAMS) for g in result.games)
+    for game in played:   # the rollout's layout: the model's reply first, one mask value and logprob per token
+        assert len(game.completion_ids) == len(game.env_mask) == len(game.logprobs) and game.env_mask[0] == 1
+    again = evaluate_wordle(model, tokenizer, wordle_url, ["crane", "slate"], player=notebook()["WordleRollout"],
+                            **kwargs)
+    assert [g["guesses"] for g in again.games] == [g["guesses"] for g in result.games]
+
+
+@pytest.mark.slow
 def test_env_turn_ids_follow_the_chat_template(wordle_url, tmp_path):
     from helpers.rollouts import env_turn_ids, tokenizer_of
 
-    trainer = make_trainer(tmp_path, wordle.WordleRollout(wordle_url))
+    trainer = make_trainer(tmp_path, WordleRollout(wordle_url))
     ids = env_turn_ids(trainer, "Feedback:\nC R A N E\nX G X X X")
     assert tokenizer_of(trainer).decode(ids) == (
         "\n<|im_start|>user\nFeedback:\nC R A N E\nX G X X X<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
@@ -329,7 +379,7 @@ def test_generate_rollout_completions_returns_the_sampling_logprobs(wordle_url, 
 
     from helpers.rollouts import generate_rollout_completions
 
-    trainer = make_trainer(tmp_path, wordle.WordleRollout(wordle_url), temperature=1.0, top_k=0)
+    trainer = make_trainer(tmp_path, WordleRollout(wordle_url), temperature=1.0, top_k=0)
     tokenizer = trainer.processing_class
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
                                              tokenize=False) for q in ("Guess a word.", "Hi")]
