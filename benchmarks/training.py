@@ -2,11 +2,11 @@
 
     python -m benchmarks.training [--size tiny|full]
 
-A real GRPOTrainer with `environment_factory` trains against a local reasoning_gym server (the
-notebooks' `ReasoningGymTrainEnv`, plus stopwatches around `reset()` and the `answer` tool).
-"Environment time" is wall time inside those calls: the WebSocket round trips plus the server's
-work. Step time comes from trainer callbacks; the first step (compilation, pool start-up) is
-reported but left out of the averages.
+A real GRPOTrainer with `environment_factory` trains against a local reasoning_gym server through
+notebook 01's own `ReasoningGymTrainEnv` (its "env-class" cell, loaded with tools.notebooks.load_cells),
+with a stopwatch around each call its client makes. "Environment time" is wall time inside those
+calls: the WebSocket round trips plus the server's work. Step time comes from trainer callbacks; the
+first step (compilation, pool start-up) is reported but left out of the averages.
 
 Profiles: `tiny` (the `tiny-toolcall` model: tool calls, random answers) and `cpu` (SmolLM2-135M,
 the laptop profile; only at --size full, it takes ~12 s a step on an idle 2-core CPU).
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import tempfile
 import time
@@ -47,47 +46,46 @@ class EnvClock:
     tool_calls = 0
 
 
-def make_env_class(base_url: str, dataset_config: dict):
-    from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
+def make_env_class(base_url: str, dataset_config: dict, profile: str = "tiny"):
+    """Notebook 01's environment class (its globals as the notebook's `profile` run sets them, `dataset_config`
+    for the difficulty), its client timed: every `reset` and `step` adds to EnvClock."""
+    from helpers.profiles import resolve_settings
+    from tools.notebooks import NOTEBOOKS_DIR, load_cells
 
-    class ReasoningGymTrainEnv:
-        """The notebooks' environment_factory class, with a stopwatch around each env call."""
+    notebook = "01_grpo_walkthrough"
+    cell = load_cells(NOTEBOOKS_DIR / f"{notebook}.ipynb", "env-class", namespace={
+        "dataset_name": "chain_sum", "dataset_config": dataset_config, "env_url": base_url,
+        "settings": resolve_settings(notebook, profile, quiet=True)})
 
-        def __init__(self):
-            self.client = ReasoningGymEnv(base_url=base_url).sync()
-            self._seed = random.randint(0, 2**31 - 1)
-            self._initialized = False
-            self.reward = 0.0
-            self.done = False
+    class TimedClient:
+        """The environment's client, with a stopwatch around `reset` (an episode starts) and `step` (a tool call)."""
 
-        def reset(self, **kwargs) -> str:
+        def __init__(self, client):
+            self._client = client
+
+        def reset(self, **kwargs):
             began = time.perf_counter()
-            if not self._initialized:
-                result = self.client.reset(dataset_name="chain_sum", dataset_config=dataset_config,
-                                           seed=self._seed, size=1000)
-                self._initialized = True
-            else:
-                result = self.client.reset()
+            result = self._client.reset(**kwargs)
             EnvClock.seconds += time.perf_counter() - began
             EnvClock.resets += 1
-            self.reward, self.done = 0.0, False
-            return result.observation.question
+            return result
 
-        def answer(self, answer: str) -> str:
-            """Submit the final answer for the current question.
-
-            Args:
-                answer: The agent's answer (will be parsed as a number server-side).
-            """
-            if self.done:
-                raise ValueError("Episode is already finished.")
+        def step(self, action):
             began = time.perf_counter()
-            result = self.client.step(ReasoningGymAction(answer=str(answer)))
+            result = self._client.step(action)
             EnvClock.seconds += time.perf_counter() - began
             EnvClock.tool_calls += 1
-            self.reward = float(result.observation.score or 0.0)
-            self.done = True
-            return f"score={self.reward} correct={result.observation.correct_answer}"
+            return result
+
+        def __getattr__(self, name):
+            return getattr(self._client, name)
+
+    class ReasoningGymTrainEnv(cell["ReasoningGymTrainEnv"]):
+        """The notebook's class, unchanged but for its timed client."""
+
+        def __init__(self):
+            super().__init__()
+            self.client = TimedClient(self.client)
 
     return ReasoningGymTrainEnv
 
@@ -106,10 +104,6 @@ def load_model(name: str):
     if getattr(config, "quantization_config", None) is not None:
         del config.quantization_config
     return AutoModelForCausalLM.from_pretrained(path, config=config)
-
-
-def reward_func(environments, **kwargs) -> list[float]:
-    return [env.reward for env in environments]
 
 
 def bench_profile(profile: str, steps: int, base_url: str, output_dir: Path) -> dict:
@@ -139,9 +133,9 @@ def bench_profile(profile: str, steps: int, base_url: str, output_dir: Path) -> 
         max_tool_calling_iterations=2, seed=0,
     )
     began = time.perf_counter()
-    trainer = GRPOTrainer(model=load_model(knobs["model"]), reward_funcs=reward_func,
-                          train_dataset=dataset, args=config,
-                          environment_factory=make_env_class(base_url, knobs["dataset_config"]), callbacks=[StepClock()])
+    trainer = GRPOTrainer(model=load_model(knobs["model"]), train_dataset=dataset, args=config,   # reward: get_reward()
+                          environment_factory=make_env_class(base_url, knobs["dataset_config"], profile),
+                          callbacks=[StepClock()])
     setup_s = time.perf_counter() - began
     trainer.train()
     measured = slice(1, None) if len(step_times) > 1 else slice(None)

@@ -1,11 +1,13 @@
 """GRPO-specific helpers for notebook 01: one group's advantages, env-server sizing, the reward delta
-and its diagnosis.
+and its diagnosis, the config as resolved, and the bookkeeping around training.
 
     group = group_advantages([1.0, 0.0, 0.0, 1.0])       # what GRPO does with one group's rewards
     sessions = env_sessions_needed(grpo_config)           # MAX_CONCURRENT_ENVS for the env server
     delta = reward_delta(trainer.state.log_history)       # the training reward, first logs vs last logs
     reward_funcs = [working_reward(0.5)]                  # a second reward: the share of true sums in the working
     print(diagnose(delta, tool_call_frequency=...).message)
+    print(config_table(grpo_config))                      # the config's lesson fields, as resolved
+    run = instrument(trainer, watch)                      # the bookkeeping around trainer.train()
 
 The reward delta and its diagnosis follow the original TRL/OpenEnv tutorial ("End-to-end OpenEnv
 walkthrough"), which reads the same two numbers from the training logs.
@@ -14,7 +16,9 @@ walkthrough"), which reads the same two numbers from the training logs.
 from __future__ import annotations
 
 import math
+import os
 import re
+import time
 from dataclasses import dataclass
 
 # Datasets the walkthrough names as drop-in swaps for chain_sum (any reasoning_gym name works).
@@ -189,6 +193,61 @@ def env_sessions_needed(config, *, extra: int = 1) -> int:
     of every process. The server's MAX_CONCURRENT_ENVS must be at least this.
     """
     return int(config.generation_batch_size) + extra
+
+
+# The GRPOConfig fields notebook 01 sets from its profile: what `config_table` prints under the config cell.
+LESSON_FIELDS = ("max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps", "per_device_train_batch_size",
+                 "gradient_accumulation_steps", "num_generations", "temperature", "max_completion_length",
+                 "max_tool_calling_iterations", "top_entropy_quantile", "num_iterations")
+
+
+def config_table(config, fields=LESSON_FIELDS) -> str:
+    """`fields` of a GRPOConfig as resolved, one per line, and the generation batch they make: the values a
+    cell that reads them from `settings` does not show."""
+    width = max(map(len, fields))
+    rows = []
+    for name in fields:
+        value = getattr(config, name)
+        rows.append(f"  {name:<{width}}  {getattr(value, 'value', value)!r}")   # an enum (lr_scheduler_type): its value
+    batch, group = config.generation_batch_size, config.num_generations
+    return "\n".join(["GRPOConfig, as resolved:", *rows,
+                      f"generation batch: {batch} rollouts = {batch // group} prompt rows x {group} generations"])
+
+
+@dataclass
+class TrainingRun:
+    """What `instrument` records around `trainer.train()`: its wall seconds and the load average at both ends
+    (None until training ends), and the loss passes skipped (helpers.loss_forward's counts, or None)."""
+
+    skipped: object = None
+    seconds: float | None = None
+    load_before: float | None = None
+    load_after: float | None = None
+
+
+def instrument(trainer, watch=None) -> TrainingRun:
+    """The bookkeeping notebook 01 adds to its GRPOTrainer, none of it the lesson. `watch` (helpers.alarms.RunWatch,
+    already one of the trainer's callbacks) reads the trainer's rollouts; a micro-batch whose advantages are all 0
+    skips its loss pass (helpers.loss_forward: no gradient to give, the same training bit for bit); and
+    `trainer.train()` is timed, with the load average read before and after it. Returns the record it fills."""
+    from helpers.loss_forward import skip_zero_advantage_batches
+
+    if watch is not None:
+        watch.attach(trainer)
+    run = TrainingRun(skipped=skip_zero_advantage_batches(trainer))
+    train = trainer.train
+
+    def timed_train(*args, **kwargs):
+        run.load_before = os.getloadavg()[0]
+        started = time.perf_counter()
+        try:
+            return train(*args, **kwargs)
+        finally:
+            run.seconds = time.perf_counter() - started
+            run.load_after = os.getloadavg()[0]
+
+    trainer.train = timed_train
+    return run
 
 
 def check_dataset_name(name: str) -> None:

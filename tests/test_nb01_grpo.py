@@ -20,6 +20,41 @@ def test_notebook_passes_the_static_gate():
     assert static_problems(NOTEBOOKS_DIR / f"{NB}.ipynb") == []
 
 
+def test_the_environment_class_cell_loads_on_its_own_and_its_tool_is_the_shared_one():
+    """The "env-class" cell is what the reliability test and the training benchmark run: it loads from the names
+    the notebook's earlier cells set, reads `env_url` when an instance is built, and its `answer` tool has the
+    schema of helpers.prompts.answer (the tool the SFT data and the evaluation show the model)."""
+    from transformers.utils import get_json_schema
+
+    from helpers.prompts import answer
+    from tools.notebooks import load_cells
+
+    namespace = {"dataset_name": "chain_sum", "dataset_config": {}, "env_url": "http://127.0.0.1:9",
+                 "settings": resolve_settings(NB, "tiny", quiet=True, exact_reward=True)}
+    env_class = load_cells(NOTEBOOKS_DIR / f"{NB}.ipynb", "env-class", namespace=namespace)["ReasoningGymTrainEnv"]
+    namespace["env_url"] = "http://127.0.0.1:10"   # read at __init__, as the notebook sets it after the cell ran
+    env = env_class()
+    assert env_class.created == 1 and env_class.EXACT_ONLY is True
+    with pytest.raises(ConnectionError, match="127.0.0.1:10"):   # nothing listens there: the error names the URL
+        env.reset()
+    assert get_json_schema(env.answer) == get_json_schema(answer)
+    env.reward = 0.67   # partial credit: EXACT_REWARD pays only the exact answer
+    assert env.get_reward() == 0.0
+
+
+def test_the_config_table_shows_the_resolved_lesson_fields():
+    from trl import GRPOConfig
+
+    from helpers.grpo import LESSON_FIELDS, config_table
+
+    config = GRPOConfig(output_dir="unused", max_steps=3, num_generations=4, per_device_train_batch_size=4,
+                        use_cpu=True, report_to="none")
+    table = config_table(config)
+    assert all(f"  {name} " in table for name in LESSON_FIELDS)
+    assert "'linear'" in table and "SchedulerType" not in table   # an enum shows its value
+    assert table.splitlines()[-1] == "generation batch: 4 rollouts = 1 prompt rows x 4 generations"
+
+
 def test_tiny_run_records_sane_metrics(notebook_runner, tmp_path):
     metrics, executed = notebook_runner(NB)
     text = cell_outputs_text(executed)   # only for what a learner is promised to see; facts come from metrics.json

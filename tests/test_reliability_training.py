@@ -1,16 +1,16 @@
 """Faults during training: the environment server dies, hangs, or is not there at all.
 
 A real GRPOTrainer (the `tiny-toolcall` model, a few tiny steps) trains against a real
-reasoning_gym server through an environment_factory class like the notebooks'
-`ReasoningGymTrainEnv`. TRL hands a tool's exception back to the model as text, so a dead server
-during a tool call alone would silently turn into zero rewards; what must stop training is the
-next `reset()`, with a `ConnectionError` that names the server, within a bounded time.
+reasoning_gym server through notebook 01's own `ReasoningGymTrainEnv` (its "env-class" cell, loaded
+with tools.notebooks.load_cells, so an edit to the notebook's class is what runs here). TRL hands a
+tool's exception back to the model as text, so a dead server during a tool call alone would silently
+turn into zero rewards; what must stop training is the next `reset()`, with a `ConnectionError` that
+names the server, within a bounded time.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import signal
 import threading
 import time
@@ -18,63 +18,32 @@ import time
 import pytest
 
 from helpers.offline_models import resolve_model
+from helpers.profiles import resolve_settings
 from helpers.prompts import SYSTEM_PROMPT
 from helpers.servers import LocalServer
 from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
+from tools.notebooks import NOTEBOOKS_DIR, load_cells
 
 RG_APP = "reasoning_gym_env.server.app:app"
+NB = "01_grpo_walkthrough"
 # `tiny-toolcall` learned the tool-call format on 1-digit sums: with those it calls the tool.
 ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 
 
-class ReasoningGymTrainEnv:
-    """The notebooks' environment_factory class, pointed at `BASE_URL` (set by each test)."""
-
-    BASE_URL = ""
-    resets = 0  # class-wide counter, read by the killer thread
-
-    def __init__(self):
-        self.client = ReasoningGymEnv(base_url=self.BASE_URL).sync()
-        self._seed = random.randint(0, 2**31 - 1)
-        self._initialized = False
-        self.reward = 0.0
-        self.done = False
-
-    def reset(self, **kwargs) -> str:
-        if not self._initialized:
-            result = self.client.reset(dataset_name="chain_sum", dataset_config=ONE_DIGIT,
-                                       seed=self._seed, size=1000)
-            self._initialized = True
-        else:
-            result = self.client.reset()
-        type(self).resets += 1
-        self.reward, self.done = 0.0, False
-        return result.observation.question
-
-    def answer(self, answer: str) -> str:
-        """Submit the final answer for the current question.
-
-        Args:
-            answer: The agent's answer (will be parsed as a number server-side).
-        """
-        if self.done:
-            raise ValueError("Episode is already finished.")
-        result = self.client.step(ReasoningGymAction(answer=str(answer)))
-        self.reward = float(result.observation.score or 0.0)
-        self.done = True
-        return f"score={self.reward} correct={result.observation.correct_answer}"
+def notebook_env_class(base_url: str):
+    """Notebook 01's environment class, its globals seeded as the notebook's earlier cells set them (the tiny
+    profile, 1-digit sums) and `env_url` pointing at `base_url`. Its `served` list counts the resets."""
+    namespace = load_cells(NOTEBOOKS_DIR / f"{NB}.ipynb", "env-class", namespace={
+        "dataset_name": "chain_sum", "dataset_config": ONE_DIGIT, "env_url": base_url,
+        "settings": resolve_settings(NB, "tiny", quiet=True)})
+    return namespace["ReasoningGymTrainEnv"]
 
 
-def reward_func(environments, **kwargs) -> list[float]:
-    return [env.reward for env in environments]
-
-
-def make_trainer(base_url: str, max_steps: int, output_dir):
+def make_trainer(env_class, max_steps: int, output_dir):
+    """A GRPOTrainer on `env_class` (notebook 01's); its reward is the class's own `get_reward()`."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    ReasoningGymTrainEnv.BASE_URL = base_url
-    ReasoningGymTrainEnv.resets = 0
     dataset = Dataset.from_dict({"prompt": [[{"role": "system", "content": SYSTEM_PROMPT},
                                              {"role": "user", "content": ""}]] * 64})
     config = GRPOConfig(
@@ -83,8 +52,8 @@ def make_trainer(base_url: str, max_steps: int, output_dir):
         save_strategy="no", report_to="none", use_cpu=True, bf16=False, disable_tqdm=True,
         chat_template_kwargs={"enable_thinking": False}, max_tool_calling_iterations=1, seed=0,
     )
-    return GRPOTrainer(model=resolve_model("tiny-toolcall"), reward_funcs=reward_func,
-                       train_dataset=dataset, args=config, environment_factory=ReasoningGymTrainEnv)
+    return GRPOTrainer(model=resolve_model("tiny-toolcall"), train_dataset=dataset, args=config,
+                       environment_factory=env_class)
 
 
 def process_gone(pid: int) -> bool:
@@ -104,12 +73,14 @@ def test_server_killed_mid_run_stops_training_with_a_clear_error_then_a_restart_
     server = LocalServer(RG_APP, env={"MAX_CONCURRENT_ENVS": "16"}, name="reasoning_gym",
                          log_dir=tmp_path / "logs").start()
     pid, url, port = server.process.pid, server.base_url, server.port
-    trainer = make_trainer(url, max_steps=500, output_dir=tmp_path / "run1")
+    env_class = notebook_env_class(url)
+    trainer = make_trainer(env_class, max_steps=500, output_dir=tmp_path / "run1")
+    served = env_class.served   # every question the class handed out: one per reset
     killed_at = []
 
     def kill_after_two_batches():
         deadline = time.monotonic() + 120
-        while ReasoningGymTrainEnv.resets < 4 and time.monotonic() < deadline:
+        while len(served) < 4 and time.monotonic() < deadline:
             time.sleep(0.02)
         os.killpg(pid, signal.SIGKILL)  # the server dies without a word
         killed_at.append((time.monotonic(), trainer.state.global_step))
@@ -137,7 +108,7 @@ def test_server_killed_mid_run_stops_training_with_a_clear_error_then_a_restart_
     # Restarted (same port, as a hosted server would come back), a new run trains to the end.
     with LocalServer(RG_APP, port=port, env={"MAX_CONCURRENT_ENVS": "16"}, name="reasoning_gym",
                      log_dir=tmp_path / "logs2"):
-        trainer = make_trainer(url, max_steps=2, output_dir=tmp_path / "run2")
+        trainer = make_trainer(notebook_env_class(url), max_steps=2, output_dir=tmp_path / "run2")
         trainer.train()
     assert trainer.state.global_step == 2
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
@@ -148,7 +119,7 @@ def test_training_against_no_server_fails_at_the_first_reset(tmp_path):
     from helpers.servers import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
-    trainer = make_trainer(url, max_steps=2, output_dir=tmp_path / "run")
+    trainer = make_trainer(notebook_env_class(url), max_steps=2, output_dir=tmp_path / "run")
     start = time.monotonic()
     with pytest.raises(ConnectionError, match=f"reasoning_gym server at {url}: cannot connect"):
         trainer.train()
