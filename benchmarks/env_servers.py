@@ -268,7 +268,7 @@ def _server_specs(log_dir: Path) -> dict:
     """name -> (server object, protocol, what it serves). Only environments present in this checkout."""
     import importlib.util
 
-    from helpers.openreward_local import LocalORSServer
+    from helpers.openreward.local import LocalORSServer
 
     env = {"MAX_CONCURRENT_ENVS": str(SERVER_CAP)}
     specs = {

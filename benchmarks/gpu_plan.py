@@ -8,8 +8,8 @@ never imports profiles.
 
 from __future__ import annotations
 
-from helpers.hardware import CARDS, GPU, fit_verdict, plan_memory
-from helpers.hardware import cuda_precision
+from helpers.compute.hardware import CARDS, GPU, fit_verdict, plan_memory
+from helpers.compute.hardware import cuda_precision
 from helpers.profiles import resolve_settings
 from helpers.recipes import RECIPES
 

@@ -5,7 +5,7 @@
 Notebook 01's `cpu` micro-batch: 4 rollouts (two questions, two rows each) of the real prompt (system prompt,
 tool schema, a chain_sum question: ~350 tokens) and completions of 64-100 tokens (random ids: the arithmetic does
 not depend on them), SmolLM2-135M with its lowest `FREEZE_LAYERS=12` layers frozen, scored by TRL's own fused LM
-head as GRPOTrainer patches it in, loss backward. Paths (helpers/loss_forward.py):
+head as GRPOTrainer patches it in, loss backward. Paths (helpers/compute/loss_forward.py):
 
 - `plain`: TRL 1.16 as shipped: every row's whole prompt, and on a CPU every position projected onto the vocabulary;
 - `compact`: only the completions' positions projected (`score_completions_only`);
@@ -60,7 +60,7 @@ def micro_batch(tokenizer, vocab: int):
 def floor_flops(model, frozen: int, prompts: list[list[int]]) -> float:
     """The pass's least arithmetic: distinct tokens through the frozen layers (2 x parameters) and the trained
     ones (6 x parameters: forward and two backward products), completion tokens through the LM head (4 x its size)."""
-    from helpers.generation import shared_prefix_length
+    from helpers.compute.generation import shared_prefix_length
 
     layers = model.model.layers
     per_layer = sum(p.numel() for p in layers[0].parameters())
@@ -77,8 +77,8 @@ def time_path(model, batch, path: str, precision: str, repeats: int) -> float:
     import trl.trainer.utils as trl_utils
     from trl.kernels.chunked_logprob import _use_triton as triton_only
 
-    from helpers.loss_forward import score_completions_only, share_forward_prefix, unshare_forward_prefix
-    from helpers.precision import autocast
+    from helpers.compute.loss_forward import score_completions_only, share_forward_prefix, unshare_forward_prefix
+    from helpers.compute.precision import autocast
 
     ids, mask, labels, _ = batch
     before = trl_utils._use_triton
@@ -110,7 +110,7 @@ def load(size: str):
     from trl.trainer.utils import add_fused_lm_head
 
     from helpers.models import freeze_lower_layers
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     spec = SIZES[size]
     path = resolve_model(spec["model"])

@@ -2,7 +2,7 @@
 
     python -m benchmarks.precision [--size tiny|full]
 
-What `helpers.precision.choose_precision` decides at a notebook's start, measured at the shapes
+What `helpers.compute.precision.choose_precision` decides at a notebook's start, measured at the shapes
 the notebooks really run: an SFT step of notebook 02 (batch 8 x 390 tokens, forward + backward),
 and a rollout generation of notebook 01 (16 sequences, 309-token prompt, 64 new tokens). The CPU's
 model name and its bf16-related flags are recorded: bf16 is fast only where the CPU has
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from benchmarks import figures
-from helpers.precision import autocast, time_training_pass
+from helpers.compute.precision import autocast, time_training_pass
 
 SHAPES = {  # size -> (model, train batch, train tokens, generate sequences, prompt tokens, new tokens)
     "tiny": ("tiny", 2, 64, 4, 64, 8),
@@ -60,7 +60,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     name, batch, tokens, sequences, prompt, new = SHAPES[size]
     model = AutoModelForCausalLM.from_pretrained(resolve_model(name), dtype=torch.float32)

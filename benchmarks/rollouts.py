@@ -14,7 +14,7 @@ Two shapes, the two places notebook 01 spends its generation time:
 Paths, each timed on the same inputs:
 
     group:      repeated         `model.generate` on the prompt repeated: what TRL 1.16's GRPOTrainer does without vLLM
-                shared           `helpers.generation.generate_shared`: the prompt prefilled once into a static KV cache
+                shared           `helpers.compute.generation.generate_shared`: the prompt prefilled once into a static KV cache
                                  for every row, and in fp32 each decode step reading it once for all rows (what
                                  load_policy's models now do inside GRPOTrainer)
                 shared_bf16      the same under one bf16 autocast region (what an evaluation runs where choose_precision
@@ -22,7 +22,7 @@ Paths, each timed on the same inputs:
                 trainer_bf16     the same as GRPOTrainer runs it on a bf16 CPU: notebook 01's first 12 layers frozen and
                                  one autocast region per forward call (accelerate's wrapping), so every decode step
                                  casts every weight again
-                trainer_bf16_reused  the same with `helpers.precision.reuse_weight_casts` (load_policy's models): each
+                trainer_bf16_reused  the same with `helpers.compute.precision.reuse_weight_casts` (load_policy's models): each
                                  weight cast once per change
                 continuous_fork  transformers' continuous batching, one prompt forked `rollouts` times (a reference;
                                  docs/measurements.md has the other continuous-batching variants)
@@ -90,7 +90,7 @@ def held_out_questions(n: int, seed: int | None = None) -> list[str]:
     """Notebook 01's held-out questions at its cpu difficulty (the evaluation's fixed seed by default)."""
     import reasoning_gym
 
-    from helpers.evaluation import EVAL_SEED
+    from helpers.chain_sum.evaluation import EVAL_SEED
 
     return [d["question"] for d in reasoning_gym.create_dataset(
         "chain_sum", min_terms=2, max_terms=2, min_digits=2, max_digits=2,
@@ -110,7 +110,7 @@ def rollout_tokens(rows, eos: int) -> int:
 def floor_seconds(model, prompts: list[list[int]], generated: list[int], gflops: float) -> dict:
     """The least arithmetic a shape needs at `gflops`: the prefix all prompts share once, then each row's own prompt
     tokens and its `generated` tokens, each token costing 2 x parameters plus attention over its context."""
-    from helpers.generation import shared_prefix_length
+    from helpers.compute.generation import shared_prefix_length
 
     params = sum(p.numel() for p in model.parameters())
     cfg = model.config
@@ -126,8 +126,8 @@ def floor_seconds(model, prompts: list[list[int]], generated: list[int], gflops:
 def _group(model, prompt, rollouts, new_tokens, eos, pad, path):
     import torch
 
-    from helpers.generation import generate_shared
-    from helpers.precision import autocast
+    from helpers.compute.generation import generate_shared
+    from helpers.compute.precision import autocast
 
     ids = torch.tensor([prompt] * rollouts)
     kwargs = {"do_sample": True, "temperature": TEMPERATURE, "top_k": 0, "top_p": 1.0, "max_new_tokens": new_tokens,
@@ -151,7 +151,7 @@ def _as_trainer_runs_it(model, reuse: bool):
     accelerate's prepare_model does under mixed precision), optionally reusing weight casts; restored after."""
     import torch
 
-    from helpers.precision import drop_weight_casts, reuse_weight_casts
+    from helpers.compute.precision import drop_weight_casts, reuse_weight_casts
 
     frozen = [p for layer in model.model.layers[:FROZEN_LAYERS] for p in layer.parameters() if p.requires_grad]
     forward = model.forward
@@ -190,7 +190,7 @@ def _continuous_fork(model, prompt, rollouts, new_tokens, eos, pad):
 
 def _evaluation(model, prompts, eos, pad, path):
     """Greedy replies to every prompt (token lists, in prompt order, cut after EOS) the way the path batches them."""
-    from helpers.generation import generate_in_batches, left_pad
+    from helpers.compute.generation import generate_in_batches, left_pad
 
     kwargs = {"do_sample": False, "max_new_tokens": EVAL_NEW_TOKENS, "eos_token_id": eos, "pad_token_id": pad}
     if path == "batch8":    # yesterday's generate_replies: plain generate, batches of 8 in question order
@@ -220,7 +220,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from helpers.models import warm_start
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     spec = SIZES[size]
     machine = limits.measure(0.3 if size == "tiny" else 1.0)
@@ -306,7 +306,7 @@ def plot(result: dict, path: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=list(SIZES), default="full")
-    parser.add_argument("--model", default=None, help="a model name for helpers.offline_models.resolve_model")
+    parser.add_argument("--model", default=None, help="a model name for helpers.models.offline.resolve_model")
     parser.add_argument("--shapes", default="group,evaluation", help="comma-separated subset of group, evaluation")
     args = parser.parse_args()
     print(json.dumps(run(args.size, model_name=args.model, shapes=tuple(args.shapes.split(","))), indent=1))

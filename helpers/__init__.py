@@ -1,6 +1,6 @@
 """helpers: the shared code behind the numbered notebooks (one module per concern; see the README's map).
 
-Importing it first sets OpenMP's wait policy to PASSIVE unless one is set (helpers/threads.py): torch reads it
+Importing it first sets OpenMP's wait policy to PASSIVE unless one is set (helpers/compute/threads.py): torch reads it
 when it loads, and two torch processes on two cores otherwise stall each other.
 
 Importing it silences exactly one library notice: TRL 1.16 reads transformers' deprecated
@@ -10,7 +10,7 @@ can do nothing about. Nothing else is filtered.
 
 import warnings
 
-from helpers.threads import set_polite_threads
+from helpers.compute.threads import set_polite_threads
 
 THREADS_IN_EFFECT = set_polite_threads()   # before anything below or in a notebook imports torch
 

@@ -20,9 +20,9 @@ import copy
 import difflib
 
 from helpers import THREADS_IN_EFFECT
-from helpers.hardware import card_class, detect_gpu, plan_memory
+from helpers.compute.hardware import card_class, detect_gpu, plan_memory
 from helpers.recipes import CARD_RECIPES, RECIPES
-from helpers.threads import describe as describe_threads
+from helpers.compute.threads import describe as describe_threads
 
 PROFILE_NAMES = ("tiny", "cpu", "gpu")
 
@@ -121,7 +121,7 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
 
     The gpu profile follows the card (`gpu_recipe`): on a 16 or 24 GB card it takes a smaller
     model and/or LoRA so the run fits; MODEL/LORA set explicitly still win. `gpu`: the card to plan for
-    (default: the one detected; tests pass a `helpers.hardware.GPU`).
+    (default: the one detected; tests pass a `helpers.compute.hardware.GPU`).
     """
     if notebook not in NOTEBOOK_PROFILES:
         raise ProfileError(f"No profiles for notebook {notebook!r}; known: {', '.join(NOTEBOOK_PROFILES)}")

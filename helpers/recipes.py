@@ -4,7 +4,7 @@ A `Recipe` holds what a notebook needs to know about itself before it runs:
 - `profiles`: its settings for `tiny` (CI, seconds), `cpu` (a laptop, minutes) and `gpu` (the original
   tutorials), the same keys in each; `helpers.profiles.resolve_settings` picks one and applies your knobs;
 - `step_tokens(settings, measured_length)`: the tokens one training step holds, (trained in a micro-batch,
-  generated at once, logits kept), from which `helpers.hardware` estimates memory;
+  generated at once, logits kept), from which `helpers.compute.hardware` estimates memory;
 - `typical_minutes`: a whole measured run per profile, which `make demo` announces;
 - `starts_from`: the notebook whose checkpoint it warm-starts from (`helpers.models.warm_start`).
 
@@ -27,7 +27,7 @@ class Recipe:
     starts_from: str | None = None
 
 
-# What the gpu profile changes on each card class (helpers.hardware.card_class: under 20 GiB, under 35, more),
+# What the gpu profile changes on each card class (helpers.compute.hardware.card_class: under 20 GiB, under 35, more),
 # unless MODEL or LORA are set: a smaller model and/or LoRA so the run fits (docs/gpu.md).
 CARD_RECIPES = {
     "16gb": {"model": "Qwen/Qwen3-0.6B", "lora": True},
@@ -43,11 +43,11 @@ RECIPES: dict[str, Recipe] = {
     # top_entropy_quantile 0.2: the loss uses the 20 % most uncertain tokens (1.0, TRL's default, gained no more).
     # learning_rate 1e-5: 1.5e-5 gained less and 2e-5 collapsed runs; lr_scheduler_type "linear": "constant" lost.
     # eval_n 900: a paired interval of about +-3 points, enough to resolve the smallest measured gain.
-    # min_steps 40: the fewest steps at which measured runs resolved a gain (helpers.budget trains on to them or stops).
+    # min_steps 40: the fewest steps at which measured runs resolved a gain (helpers.compute.budget trains on to them or stops).
     # mixed_only, working_reward, exact_reward, num_iterations 2: each measured worse; off in every profile.
     # carry_borrow_share None: the natural mix of sums; preflight_n: questions sampled before training (0: skip).
     # checkpoint_steps: a checkpoint every N steps for RESUME (gpu 25, for Colab disconnects; 0 elsewhere).
-    # precision "auto": measured at start-up on CPU, the card's native one on CUDA (helpers.precision).
+    # precision "auto": measured at start-up on CPU, the card's native one on CUDA (helpers.compute.precision).
     "01_grpo_walkthrough": Recipe(
         profiles={
             "tiny": {"model": "tiny-toolcall", "warm_start": False, "dataset_name": "chain_sum",
@@ -150,7 +150,7 @@ RECIPES: dict[str, Recipe] = {
                                   0, s.per_device_train_batch_size * s.max_turns * (s.max_completion_length + 60)),
     ),
     # 02: teacher rollouts with `openenv collect` -> reward filter -> SFT -> held-out evaluation.
-    # teacher "local": helpers.local_teacher (offline stand-in); "openai": gpt-5-mini when OPENAI_API_KEY is set.
+    # teacher "local": helpers.chain_sum.local_teacher (offline stand-in); "openai": gpt-5-mini when OPENAI_API_KEY is set.
     # cpu: sums of two two-digit numbers, the teacher's working kept before its call, 12 of 30 layers frozen, one epoch
     # at lr 1e-4: a step budget, so a slower CPU trains the same model, only later (docs/measurements.md#notebook-02).
     "02_sft_warmup": Recipe(

@@ -6,7 +6,7 @@ The fault is the model name asked for, so one server plays every broken teacher:
     slow      every chat completion waits FAULT_DELAY seconds (default 30) before answering
     garbage   HTTP 200 with a body that is not JSON
     wrong     HTTP 200 with JSON that is not a chat completion
-    flaky     the real local teacher (helpers.local_teacher, no mistakes) for FAULT_GOOD_REPLIES replies
+    flaky     the real local teacher (helpers.chain_sum.local_teacher, no mistakes) for FAULT_GOOD_REPLIES replies
               (default 3), then HTTP 500 "teacher overloaded" for good
 """
 
@@ -16,7 +16,7 @@ import os
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from helpers.local_teacher import TeacherPolicy, chat_completion
+from helpers.chain_sum.local_teacher import TeacherPolicy, chat_completion
 
 FAULTS = ("slow", "garbage", "wrong", "flaky")
 

@@ -1,8 +1,8 @@
-"""The run alarms (helpers.alarms) on a run built to hack its reward, and on an honest one.
+"""The run alarms (helpers.reporting.alarms) on a run built to hack its reward, and on an honest one.
 
 The questions and their answers are reasoning_gym's real chain_sum; the hackable environment pays any answer
 that contains the right digits (the issue's example; reasoning_gym's own score gives such near answers partial
-credit); the judge is notebook 01's strict check (`helpers.alarms.judge_arithmetic`). The policies are scripted
+credit); the judge is notebook 01's strict check (`helpers.reporting.alarms.judge_arithmetic`). The policies are scripted
 stand-ins with a known course, so the test knows which run hacks: one learns to answer "0123456789" (every
 digit, so always paid), one honestly gets more sums right. The watch is driven through the TrainerCallback
 hooks with transformers' own TrainerState and TrainerControl, and logs named as TRL 1.16 names them.
@@ -17,7 +17,7 @@ import reasoning_gym
 import torch
 from transformers import TrainerControl, TrainerState, TrainingArguments
 
-from helpers.alarms import RunWatch, Thresholds, check_alarms, judge_arithmetic
+from helpers.reporting.alarms import RunWatch, Thresholds, check_alarms, judge_arithmetic
 
 STEPS, GROUPS, GROUP_SIZE = 12, 4, 4
 CONFIG = {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2}

@@ -1,4 +1,4 @@
-"""helpers.budget: the wall-time budget stops a trainer after its minutes, and never when it has none."""
+"""helpers.compute.budget: the wall-time budget stops a trainer after its minutes, and never when it has none."""
 
 
 def steps_until_stopped(budget, state, step_seconds: float = 0.05):
@@ -22,7 +22,7 @@ def test_time_budget_stops_training_after_its_minutes():
 
     from transformers import TrainerControl, TrainerState
 
-    from helpers.budget import time_budget_callback
+    from helpers.compute.budget import time_budget_callback
 
     state = TrainerState(global_step=3, max_steps=10)
     budget = time_budget_callback(minutes=0.5 / 60)  # half a second
@@ -42,7 +42,7 @@ def test_the_estimate_comes_after_two_steps_and_warns_when_the_budget_cannot_rea
 
     from transformers import TrainerControl, TrainerState
 
-    from helpers.budget import time_budget_callback
+    from helpers.compute.budget import time_budget_callback
 
     lines = []
     state = TrainerState(global_step=0, max_steps=10)
@@ -76,7 +76,7 @@ def test_a_budget_too_short_for_the_recipes_minimum_trains_to_the_minimum_and_sa
     the run says how long that takes and how to keep the cap instead."""
     from transformers import TrainerState
 
-    from helpers.budget import time_budget_callback
+    from helpers.compute.budget import time_budget_callback
 
     lines = []
     state = TrainerState(global_step=0, max_steps=10)
@@ -96,7 +96,7 @@ def test_a_machine_far_too_slow_for_the_minimum_stops_after_its_estimate_and_say
     MAX_EXTENSION times the cap, the run stops after the estimate, with the numbers and the settings that help."""
     from transformers import TrainerState
 
-    from helpers.budget import MAX_EXTENSION, time_budget_callback
+    from helpers.compute.budget import MAX_EXTENSION, time_budget_callback
 
     lines = []
     state = TrainerState(global_step=0, max_steps=80)
@@ -104,7 +104,7 @@ def test_a_machine_far_too_slow_for_the_minimum_stops_after_its_estimate_and_say
     budget = time_budget_callback(minutes=0.5 / 60, min_steps=40, after_training=("the evaluation after training", 900.0),
                                   out=lambda line, **kw: lines.append(line))
     stopped_at = steps_until_stopped(budget, state)
-    assert stopped_at == 3 and budget.stopped_early   # one step past the estimate (helpers.budget says why)
+    assert stopped_at == 3 and budget.stopped_early   # one step past the estimate (helpers.compute.budget says why)
     assert 40 * budget.seconds_per_step > MAX_EXTENSION * 0.5
     message = budget.too_few_steps
     assert message.startswith("STOPPED after 3 steps") and lines[-1] == message
@@ -124,7 +124,7 @@ def test_the_estimate_says_when_the_evaluation_after_training_ends():
 
     from transformers import TrainerControl, TrainerState
 
-    from helpers.budget import time_budget_callback
+    from helpers.compute.budget import time_budget_callback
 
     def two_steps(budget, step_seconds):   # the callback prints through the `out` it was built with
         state = TrainerState(global_step=0, max_steps=10)
@@ -157,7 +157,7 @@ def test_the_estimate_says_when_the_evaluation_after_training_ends():
 
 
 def test_the_estimate_times_only_steps_with_a_gradient_and_waits_for_one():
-    """A step whose every group scored alike has no gradient and, with helpers.loss_forward's skip, runs no loss
+    """A step whose every group scored alike has no gradient and, with helpers.compute.loss_forward's skip, runs no loss
     pass: on the AVX2 EPYC ~27 s against ~50 s. Estimated from such a step, a machine too slow for MIN_STEPS would
     look fast enough, so the estimate leaves those steps out (each found by its gradient, 0 everywhere, before
     the optimizer step), waits for a step with a gradient, and the stop comes one step after it."""
@@ -166,7 +166,7 @@ def test_the_estimate_times_only_steps_with_a_gradient_and_waits_for_one():
     import torch
     from transformers import TrainerControl, TrainerState
 
-    from helpers.budget import time_budget_callback
+    from helpers.compute.budget import time_budget_callback
 
     model = torch.nn.Linear(4, 4)
     lines = []
@@ -201,7 +201,7 @@ def test_without_any_step_with_a_gradient_the_estimate_times_every_step_two_step
     import torch
     from transformers import TrainerControl, TrainerState
 
-    from helpers.budget import WAIT_FOR_GRADIENT, time_budget_callback
+    from helpers.compute.budget import WAIT_FOR_GRADIENT, time_budget_callback
 
     model = torch.nn.Linear(4, 4)
     lines = []
@@ -226,7 +226,7 @@ def test_with_rollouts_reused_the_estimate_times_whole_cycles():
 
     from transformers import TrainerControl, TrainerState
 
-    from helpers.budget import time_budget_callback
+    from helpers.compute.budget import time_budget_callback
 
     lines = []
     state = TrainerState(global_step=0, max_steps=80)

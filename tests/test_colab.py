@@ -204,11 +204,11 @@ def test_the_colab_hardware_cell_says_what_a_t4_trains(monkeypatch, capsys):
     """A T4 reports bf16 as supported but only emulates it: the cell says fp16, and the LoRA recipe of its class."""
     import torch
 
-    import helpers.hardware
+    import helpers.compute.hardware
     from tools.colab import HARDWARE_CELL
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    monkeypatch.setattr(helpers.hardware, "detect_gpu", lambda: helpers.hardware.GPU("Tesla T4", 14.7, (7, 5)))
+    monkeypatch.setattr(helpers.compute.hardware, "detect_gpu", lambda: helpers.compute.hardware.GPU("Tesla T4", 14.7, (7, 5)))
     exec(HARDWARE_CELL, {"PROFILE": None})
     out = capsys.readouterr().out
     assert "compute capability 7.5: trains under fp16 autocast" in out

@@ -14,8 +14,8 @@ import re
 import pytest
 
 from calculator_env import SPLIT_SIZES, make_task, true_answer
-from helpers.openreward_eval import close_episode
-from helpers.openreward_local import LocalORSServer, sdk_pointed_at
+from helpers.openreward.evaluation import close_episode
+from helpers.openreward.local import LocalORSServer, sdk_pointed_at
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def test_openenv_collect_through_our_harness_collects_from_an_upstream_shaped_se
 
 
 def test_a_collection_of_nothing_is_an_error():
-    from helpers.sft_data import CollectSummary, check_collected
+    from helpers.chain_sum.sft_data import CollectSummary, check_collected
 
     with pytest.raises(RuntimeError, match="collected 0 of 3 episodes \\(3 failed"):
         check_collected(CollectSummary(requested=3, in_file=0, collected=0, failed=3, output="..."))

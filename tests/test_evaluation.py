@@ -1,4 +1,4 @@
-"""helpers.evaluation: the held-out evaluation scores real replies through the real environment."""
+"""helpers.chain_sum.evaluation: the held-out evaluation scores real replies through the real environment."""
 
 import contextlib
 import copy
@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers.evaluation import evaluate_policy, paired_change
-from helpers.offline_models import resolve_model
+from helpers.chain_sum.evaluation import evaluate_policy, paired_change
+from helpers.models.offline import resolve_model
 
 ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 
@@ -93,8 +93,8 @@ def test_change_by_kind_splits_the_paired_change_by_kind_of_question():
     """Rows per kind of real chain_sum question; exact answers (1.0) only, so partial credit counts as wrong."""
     import reasoning_gym
 
-    from helpers.evaluation import EvalResult, change_by_kind
-    from helpers.local_teacher import working_kind
+    from helpers.chain_sum.evaluation import EvalResult, change_by_kind
+    from helpers.chain_sum.local_teacher import working_kind
 
     questions = [e["question"] for e in reasoning_gym.create_dataset(
         "chain_sum", seed=5, size=60, min_terms=2, max_terms=2, min_digits=2, max_digits=2)]
@@ -124,7 +124,7 @@ def test_change_by_kind_splits_the_paired_change_by_kind_of_question():
 
 
 def test_one_tool_call_parser_for_both_evaluations():
-    from helpers.evaluation import parse_answer_call, parse_tool_calls
+    from helpers.chain_sum.evaluation import parse_answer_call, parse_tool_calls
 
     text = ('I add. <tool_call>\n{"name": "calculate", "arguments": "{\\"expression\\": \\"1+2\\"}"}\n</tool_call>'
             '<tool_call>{"name": "answer", "arguments": {"answer": 3}}</tool_call><tool_call>{broken}</tool_call>')
@@ -140,8 +140,8 @@ def test_record_run_builds_the_metrics_the_notebook_tests_read(tmp_path, monkeyp
     import json
     from types import SimpleNamespace
 
-    from helpers.evaluation import EvalResult
-    from helpers.metrics import record_run
+    from helpers.chain_sum.evaluation import EvalResult
+    from helpers.reporting.metrics import record_run
 
     def result(scores):
         samples = [{"question": f"q{i}", "score": s} for i, s in enumerate(scores)]

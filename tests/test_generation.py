@@ -1,4 +1,4 @@
-"""helpers.generation: the shared prompt prefix computed once gives the same tokens as plain `model.generate`.
+"""helpers.compute.generation: the shared prompt prefix computed once gives the same tokens as plain `model.generate`.
 
 Real models (the tiny tool-calling Qwen3 and SmolLM2-135M), real chat template and tool schema, real
 reasoning_gym questions; a real GRPOTrainer whose rollouts go through it.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import generation
-from helpers.generation import generate_shared, share_prompt_prefix, shared_prefix_length, unshare_prompt_prefix
+from helpers.compute import generation
+from helpers.compute.generation import generate_shared, share_prompt_prefix, shared_prefix_length, unshare_prompt_prefix
 from helpers.prompts import SYSTEM_PROMPT, answer_tool
 
 
@@ -24,7 +24,7 @@ def test_shared_prefix_leaves_every_row_a_token():
 def _model(name):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     path = resolve_model(name)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -54,7 +54,7 @@ def test_greedy_replies_are_identical_to_plain_generate(name, precision, monkeyp
     """An evaluation batch (different questions, left-padded, extra padding as TRL's pad_to_multiple_of adds):
     the same tokens as plain `generate`, in fp32 and under the bf16 autocast a notebook may train in, and the
     shared path really ran (a prefix was prefilled once)."""
-    from helpers.precision import autocast
+    from helpers.compute.precision import autocast
 
     model, tokenizer = _model(name)
     inputs = _batch(tokenizer, _questions(12), pad_to_multiple_of=64)
@@ -77,7 +77,7 @@ def test_streamed_products_change_no_token_and_only_no_gradient_fp32_passes(name
     the same tokens as plain generate (which multiplies nn.Linear's way) while the streamed product really ran on
     every decode step; passes that build a graph, run under autocast or hold many rows keep nn.Linear's product;
     and the layers are back to their class's forward afterwards."""
-    from helpers.precision import autocast
+    from helpers.compute.precision import autocast
 
     model, tokenizer = _model(name)
     inputs = _batch(tokenizer, _questions(12))
@@ -269,7 +269,7 @@ def test_a_lora_model_on_a_16_bit_base_generates_under_the_trainers_mixed_precis
 def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_server, monkeypatch):
     """GRPOTrainer (TRL 1.16, no vLLM) generates its rollouts through the model's `generate`: with the model from
     `load_policy`, each generation batch prefills the shared prompt once and its decode steps read it once, each
-    loss pass computes it once too (helpers/loss_forward.py), and training still runs and logs a loss."""
+    loss pass computes it once too (helpers/compute/loss_forward.py), and training still runs and logs a loss."""
     import random
 
     from datasets import Dataset
@@ -277,13 +277,13 @@ def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_serv
     from trl import GRPOConfig, GRPOTrainer
 
     from helpers.models import load_policy
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
     prefilled = []
     real = generation._prefilled_cache
     monkeypatch.setattr(generation, "_prefilled_cache", lambda *a, **k: prefilled.append(a[2]) or real(*a, **k))
-    from helpers import loss_forward
+    from helpers.compute import loss_forward
 
     loss_passes = []
     cache = loss_forward._plain_cache

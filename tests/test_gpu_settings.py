@@ -1,6 +1,6 @@
 """Every notebook's `gpu` settings, run on CPU for one step: the GPU code path without CUDA.
 
-Each run is PROFILE="gpu" on a faked T4 (AGENT_RL_FAKE_GPU=T4: helpers.hardware.detect_gpu reports the card,
+Each run is PROFILE="gpu" on a faked T4 (AGENT_RL_FAKE_GPU=T4: helpers.compute.hardware.detect_gpu reports the card,
 there is no CUDA behind it), so the card recipe applies as on a Colab T4: LoRA, the memory check against 15 GiB.
 What changes from a real gpu run: the model (a tiny one instead of Qwen3, which needs a download) and the
 knobs that only say how much to do, set to the least that still runs every stage once: steps, episodes,

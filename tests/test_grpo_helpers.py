@@ -1,4 +1,4 @@
-"""helpers.grpo: env-pool sizing checked against a real GRPOTrainer (whose model helpers.publish then saves),
+"""helpers.chain_sum.grpo: env-pool sizing checked against a real GRPOTrainer (whose model helpers.reporting.publish then saves),
 the reward delta, the diagnosis."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from helpers.grpo import (
+from helpers.chain_sum.grpo import (
     RewardDelta,
     arithmetic_statements,
     check_dataset_name,
@@ -19,7 +19,7 @@ from helpers.grpo import (
     working_reward,
 )
 from helpers.prompts import SYSTEM_PROMPT, system_prompt_for
-from helpers.publish import publish
+from helpers.reporting.publish import publish
 
 
 def _config(tmp_path, **kw):
@@ -52,7 +52,7 @@ def test_trainer_pool_fits_the_computed_server_cap(tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
     from helpers.servers import LocalServer
     from reasoning_gym_env import ReasoningGymEnv
 
@@ -209,8 +209,8 @@ def test_trl_still_defaults_to_group_scaling():
 def test_sample_group_samples_n_replies_to_one_prompt():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.grpo import sample_group
-    from helpers.offline_models import resolve_model
+    from helpers.chain_sum.grpo import sample_group
+    from helpers.models.offline import resolve_model
     from helpers.prompts import answer_tool
 
     path = resolve_model("tiny-toolcall")
@@ -223,7 +223,7 @@ def test_sample_group_samples_n_replies_to_one_prompt():
 
 
 def test_same_question_share_reads_groups_in_rollout_order():
-    from helpers.grpo import same_question_share
+    from helpers.chain_sum.grpo import same_question_share
 
     assert same_question_share(["a", "a", "b", "b"], 2) == 1.0
     assert same_question_share(["a", "b", "b", "b"], 2) == 0.5
@@ -236,7 +236,7 @@ def test_question_seeds_keep_the_natural_draw_or_serve_the_asked_share_of_carrie
     working (`working_kind`), and the seeds stay distinct and above the evaluation's."""
     import reasoning_gym
 
-    from helpers.local_teacher import working_kind
+    from helpers.chain_sum.local_teacher import working_kind
 
     config = {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2}
     draw = random.Random(7)
@@ -262,7 +262,7 @@ def test_question_seeds_keep_the_natural_draw_or_serve_the_asked_share_of_carrie
 def test_working_reward_scores_the_share_of_true_sums_in_the_teachers_format():
     import reasoning_gym
 
-    from helpers.local_teacher import worked_solution
+    from helpers.chain_sum.local_teacher import worked_solution
 
     questions = [row["question"] for row in reasoning_gym.create_dataset(
         "chain_sum", seed=11, size=300, min_terms=2, max_terms=3, min_digits=2, max_digits=2)]

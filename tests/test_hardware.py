@@ -1,4 +1,4 @@
-"""helpers.hardware and LoRA: the gpu recipe follows the card, the memory estimate matches real peaks on CPU,
+"""helpers.compute.hardware and LoRA: the gpu recipe follows the card, the memory estimate matches real peaks on CPU,
 and a LoRA run trains, saves and loads back on CPU."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.hardware import GPU, KNOWN_SHAPES, WillNotFitError, check_fits, estimate_memory, lora_parameters, model_shape
+from helpers.compute.hardware import GPU, KNOWN_SHAPES, WillNotFitError, check_fits, estimate_memory, lora_parameters, model_shape
 from helpers.profiles import gpu_recipe
 from helpers.models import LoRAError, load_policy, save_policy
 
@@ -29,7 +29,7 @@ def test_the_gpu_recipe_follows_the_card_class():
 def test_the_fake_gpu_hook_reports_a_card_class_and_nothing_else(monkeypatch):
     """AGENT_RL_FAKE_GPU (the CI hook of tests/test_gpu_settings.py): detect_gpu reports the named card, so the gpu
     profile takes that card's recipe; CUDA itself stays absent. An unknown name says what to use."""
-    from helpers.hardware import detect_gpu
+    from helpers.compute.hardware import detect_gpu
     from helpers.profiles import resolve_settings
 
     monkeypatch.setenv("AGENT_RL_FAKE_GPU", "T4")
@@ -62,7 +62,7 @@ def test_lora_parameter_count_matches_peft():
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(resolve_model("tiny")),
                            LoraConfig(r=16, target_modules="all-linear", task_type="CAUSAL_LM"))
@@ -103,7 +103,7 @@ def test_the_estimate_matches_a_measured_peak_on_cpu(name, batch, seq, lora):
 def test_lora_trains_saves_and_loads_back_on_cpu(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     model = load_policy("tiny", device="cpu", lora=True)
     trainable = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
@@ -144,7 +144,7 @@ def test_qlora_needs_cuda():
 def test_every_notebooks_gpu_plan_fits_every_card_class():
     """The table in docs/gpu.md: the gpu profile, fitted to each card, never plans a run that will not fit."""
     from benchmarks.gpu_plan import plan_table
-    from helpers.hardware import CARDS
+    from helpers.compute.hardware import CARDS
 
     table = plan_table(CARDS)
     rows = [r for r in table.splitlines()[2:]]
@@ -152,7 +152,7 @@ def test_every_notebooks_gpu_plan_fits_every_card_class():
 
 
 def test_a_run_too_big_for_the_card_gets_lora_unless_the_user_said_otherwise(capsys):
-    from helpers.hardware import plan_memory
+    from helpers.compute.hardware import plan_memory
     from helpers.profiles import resolve_settings
 
     # notebook 03's gpu recipe (full fine-tuning of Qwen3-1.7B, vLLM colocated) is over 32 GB by the estimate
@@ -170,7 +170,7 @@ def test_the_estimate_drops_vllm_once_the_notebook_generates_without_it():
     """Notebook 03 decides `settings.use_vllm = decide_use_vllm(...)` before `check_memory`; on an H200 without vllm
     installed the estimate still counted vLLM's 35 GiB share (62 GiB estimated against 28.6 GiB measured), because
     the attribute was set beside the dict the estimate reads."""
-    from helpers.hardware import plan_memory
+    from helpers.compute.hardware import plan_memory
     from helpers.profiles import resolve_settings
 
     h200 = GPU("NVIDIA H200", 139.8, (9, 0))

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from helpers.servers import LocalServer
-from helpers.local_teacher import TeacherPolicy, solve_chain_sum
+from helpers.chain_sum.local_teacher import TeacherPolicy, solve_chain_sum
 
 
 def chain_sum_entries(n=200, seed=7, **config):
@@ -58,7 +58,7 @@ ANSWER_TOOL = {"type": "function", "function": {
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory):
-    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher",
+    with LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher",
                      env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_MODEL": "t1"},
                      log_dir=tmp_path_factory.mktemp("teacher")) as server:
         yield server
@@ -96,7 +96,7 @@ def test_no_tool_replies_and_bad_requests(tmp_path):
     import httpx
     import openai
 
-    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
+    with LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
                      env={"TEACHER_NO_TOOL_RATE": "1.0"}) as server:
         client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x")
         reply = client.chat.completions.create(model="m", tools=[ANSWER_TOOL], messages=[
@@ -112,7 +112,7 @@ def test_no_tool_replies_and_bad_requests(tmp_path):
 def test_worked_solution_is_true_arithmetic_ending_in_the_answer():
     import re
 
-    from helpers.local_teacher import worked_solution
+    from helpers.chain_sum.local_teacher import worked_solution
 
     entries = chain_sum_entries() + chain_sum_entries(n=100, seed=3, allow_negation=True)
     for entry in entries:
@@ -131,7 +131,7 @@ def test_working_kind_names_the_column_work_of_real_questions():
     digits reach 10, a borrow when the larger number's ones digit is the smaller, negative when a < b."""
     import re
 
-    from helpers.local_teacher import working_kind
+    from helpers.chain_sum.local_teacher import working_kind
 
     seen = set()
     for entry in chain_sum_entries(n=300, seed=11, max_terms=2, min_digits=2, max_digits=2):
@@ -154,7 +154,7 @@ def test_working_kind_names_the_column_work_of_real_questions():
 def test_show_work_puts_the_working_before_the_tool_call(tmp_path):
     import openai
 
-    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
+    with LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
                      env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_SHOW_WORK": "1"}) as server:
         client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x")
         reply = client.chat.completions.create(model="m", tools=[ANSWER_TOOL], messages=[
@@ -168,7 +168,7 @@ def test_start_local_serves_the_stand_in_with_its_knobs_and_a_teacher_pointing_a
     """Teacher.start_local (notebooks 02 and 04): the knobs reach the server (show_work=True writes the working,
     mistake_rate=0 answers right), the Teacher names the model and URL, and the probe sees the tool call."""
     from helpers.prompts import SYSTEM_PROMPT
-    from helpers.sft_data import Teacher, check_teacher
+    from helpers.chain_sum.sft_data import Teacher, check_teacher
 
     teacher, server = Teacher.start_local("chain-sum-teacher", mistake_rate=0.0, seed=3, show_work=True)
     try:

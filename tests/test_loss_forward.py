@@ -1,4 +1,4 @@
-"""helpers.loss_forward: the loss pass with the shared prompt prefix computed once, and TRL's fused LM head scoring
+"""helpers.compute.loss_forward: the loss pass with the shared prompt prefix computed once, and TRL's fused LM head scoring
 only the completions on a CPU, give the plain pass's log-probabilities and gradients.
 
 Real model (the tiny tool-calling Qwen3), real chat template and tool schema, real reasoning_gym questions, TRL's
@@ -13,8 +13,8 @@ import torch
 
 from trl.kernels.chunked_logprob import _use_triton as triton_only
 
-from helpers import loss_forward
-from helpers.loss_forward import forward_shared, share_forward_prefix, unshare_forward_prefix
+from helpers.compute import loss_forward
+from helpers.compute.loss_forward import forward_shared, share_forward_prefix, unshare_forward_prefix
 
 
 def _scoring_batch(tokenizer, vocab):
@@ -138,7 +138,7 @@ def _grpo_trainer(tmp_path, name, reward, *, callbacks=(), **config):
     from trl import GRPOConfig, GRPOTrainer
 
     from helpers.models import load_policy
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
     from helpers.prompts import SYSTEM_PROMPT
 
     args = dict(output_dir=str(tmp_path / name), use_cpu=True, bf16=False, report_to="none", seed=0,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.grpo import RewardDelta, diagnose
+from helpers.chain_sum.grpo import RewardDelta, diagnose
 from tools.notebooks import NOTEBOOKS_DIR, cell_outputs_text, static_problems
-from helpers.preflight import verdict
+from helpers.chain_sum.preflight import verdict
 from helpers.profiles import resolve_settings
 
 from eval_checks import assert_before_after_metrics, assert_precision_recorded
@@ -45,7 +45,7 @@ def test_the_environment_class_cell_loads_on_its_own_and_its_tool_is_the_shared_
 def test_the_config_table_shows_the_resolved_lesson_fields():
     from trl import GRPOConfig
 
-    from helpers.grpo import LESSON_FIELDS, config_table
+    from helpers.chain_sum.grpo import LESSON_FIELDS, config_table
 
     config = GRPOConfig(output_dir="unused", max_steps=3, num_generations=4, per_device_train_batch_size=4,
                         use_cpu=True, report_to="none")
@@ -92,7 +92,7 @@ def test_tiny_run_records_sane_metrics(notebook_runner, tmp_path):
     # the worked GRPO group: num_generations rollouts of one question, scored and turned into advantages
     assert text.count("  rollout ") >= 2 * metrics["num_generations"] and "group mean" in text
     assert "MODEL (trained) ▸" in text
-    # one of the policy's own rollouts from the last training step, shown whole (helpers.show): the environment's
+    # one of the policy's own rollouts from the last training step, shown whole (helpers.reporting.show): the environment's
     # get_reward() is the reward (no reward function is passed)
     assert "tool call │ answer(answer=" in text and "env reply │ score=" in text
     # the same rollout token by token under the trainer's chat template, with its checks (the tiny model's calls
@@ -130,7 +130,7 @@ def test_tiny_run_records_sane_metrics(notebook_runner, tmp_path):
     assert sum(s["passes"] for s in steps) == metrics["loss_passes"] - metrics["loss_passes_skipped"]
     assert summary(steps)["steps_without_a_pass"] == metrics["loss_passes_skipped"]
 
-    # the run's watch (helpers.alarms): the probe at the start and after each step, the alarms it raised (each
+    # the run's watch (helpers.reporting.alarms): the probe at the start and after each step, the alarms it raised (each
     # printed while training), the gallery judged by the strict sum; the curves the reference band compares
     watch = metrics["watch"]
     assert [step for step, _ in watch["probe"]] == [0, 1, 2] and all(0 <= v <= 1 for _, v in watch["probe"])
@@ -198,7 +198,7 @@ def test_a_machine_too_slow_for_min_steps_stops_one_step_after_its_estimate_and_
     after its estimate (after step 2, or up to WAIT_FOR_GRADIENT steps later when the steps so far had no
     gradient: the tiny model's rollouts often score alike), prints why and what to set, skips the evaluation
     after training (nothing was trained) and records the reason; the rest of the lesson still runs to the end."""
-    from helpers.budget import WAIT_FOR_GRADIENT
+    from helpers.compute.budget import WAIT_FOR_GRADIENT
 
     metrics, executed = notebook_runner(NB, MAX_STEPS=8, MIN_STEPS=8, TRAIN_MINUTES=1e-4)
     text = cell_outputs_text(executed)

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers.evaluation import parse_answer_call
+from helpers.chain_sum.evaluation import parse_answer_call
 from helpers.prompts import CHAIN_SUM_CONFIG, SYSTEM_PROMPT
 from helpers.servers import LocalServer, free_port
-from helpers.sft_data import (
+from helpers.chain_sum.sft_data import (
     NoExamplesError,
     Teacher,
     TeacherError,
@@ -61,7 +61,7 @@ def teacher_counts(server) -> dict:
 def collected(rg_server, tmp_path_factory):
     """16 episodes collected by the real CLI from a teacher that errs often, then 4 more with --resume."""
     out = tmp_path_factory.mktemp("rollouts")
-    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher", log_dir=out,
+    with LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher", log_dir=out,
                      env={"TEACHER_MISTAKE_RATE": "0.4", "TEACHER_NO_TOOL_RATE": "0.2", "TEACHER_SEED": "1"}) as t:
         teacher = Teacher.endpoint(t.base_url, "chain-sum-teacher")
 
@@ -110,7 +110,7 @@ def test_filter_keeps_only_correct_in_trainer_layout(collected):
     from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     records = load_results(collected["dir"])
     cells = notebook_rows(records)
@@ -138,9 +138,9 @@ def test_teacher_working_survives_the_cli_and_lands_before_the_call(rg_server, t
     """TEACHER_SHOW_WORK: `openenv collect` records the working, the notebook's keep_work puts it in the SFT row."""
     from transformers import AutoTokenizer
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
-    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
+    with LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
                      env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_SHOW_WORK": "1"}) as t:
         cmd = notebook_collect_command(rg_server.base_url, tmp_path / "r", 4,
                                        Teacher.endpoint(t.base_url, "chain-sum-teacher"))
@@ -163,7 +163,7 @@ def test_teacher_working_survives_the_cli_and_lands_before_the_call(rg_server, t
 def test_collect_command_flags_exist_in_the_installed_cli(tmp_path):
     """Every flag of the notebook's command, for each kind of teacher and with the Hub upload, is one the installed
     `openenv collect` knows (the runs above exercise only the local teacher's flags)."""
-    from helpers.sft_data import openenv_executable, shell_line
+    from helpers.chain_sum.sft_data import openenv_executable, shell_line
 
     helptext = subprocess.run([openenv_executable(), "collect", "--help"], capture_output=True, text=True,
                               env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}, timeout=120).stdout
@@ -214,7 +214,7 @@ def test_zero_kept_is_a_clear_error():
 def test_notebook_tiny(notebook_runner):
     from transformers import AutoTokenizer
 
-    from helpers.offline_models import trl_qwen3_chat_template
+    from helpers.models.offline import trl_qwen3_chat_template
     from tools.notebooks import cell_outputs_text
 
     metrics, executed = notebook_runner(NB)
@@ -262,7 +262,7 @@ def test_notebook_tiny(notebook_runner):
     assert sum(r["reward"] != 1.0 for r in records) == metrics["episodes_wrong"]
     assert all(r["messages"][1]["content"].endswith(".") for r in records)  # "... 47 + 38 = 85."
     assert "working ends in the answer" in text
-    # rollouts shown whole (helpers.show): a collected teacher episode (its tool call, the environment's reply,
+    # rollouts shown whole (helpers.reporting.show): a collected teacher episode (its tool call, the environment's reply,
     # the reward), then the student's held-out replies before and after SFT, each on its own lines however blank
     assert "tool call │ answer(answer=" in text and "env reply │ " in text and "reward    │ +" in text
     assert text.count("prompt    │ State the final answer") >= 1 + min(3, metrics["eval_n"]) + 1

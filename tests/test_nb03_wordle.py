@@ -131,7 +131,7 @@ def test_summarize_compares_first_and_last_steps():
 
 
 def test_held_out_words_never_overlap_training_words():
-    from helpers.wordle_eval import check_held_out, split_words, wordle_words
+    from helpers.wordle.evaluation import check_held_out, split_words, wordle_words
 
     words = wordle_words()
     assert len(words) == 1384 and words == sorted(words)
@@ -156,7 +156,7 @@ def test_a_rollout_draws_secret_words_only_from_its_list():
 
 
 def test_paired_changes_pair_games_word_by_word():
-    from helpers.wordle_eval import paired_changes, summarize_games
+    from helpers.wordle.evaluation import paired_changes, summarize_games
 
     def games(valid):
         return [{"valid": v, "consistent": 0.0, "greens_yellows": 1.0, "turns": 2, "won": False} for v in valid]
@@ -174,7 +174,7 @@ def test_paired_changes_pair_games_word_by_word():
 
 # ---------------------------------------------------------------------- the scripted teacher
 def test_the_scripted_player_reads_the_board_and_stays_consistent():
-    from helpers.wordle_teacher import ScriptedPlayer, read_board
+    from helpers.wordle.teacher import ScriptedPlayer, read_board
 
     messages = [{"role": "system", "content": "x"}, {"role": "user", "content": "You are Playing Wordle."},
                 {"role": "assistant", "content": "[slate]"},
@@ -196,7 +196,7 @@ def wordle_url(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def wordle_teacher(tmp_path_factory):
-    with LocalServer("helpers.wordle_teacher:create_app", factory=True, name="wordle-teacher",
+    with LocalServer("helpers.wordle.teacher:create_app", factory=True, name="wordle-teacher",
                      log_dir=tmp_path_factory.mktemp("teacher-logs")) as server:
         yield server
 
@@ -204,11 +204,11 @@ def wordle_teacher(tmp_path_factory):
 def test_the_teacher_wins_real_games_and_its_rows_are_the_rollouts_tokens(wordle_url, wordle_teacher):
     """Over the OpenAI protocol the local player wins real games; each won game's SFT row is token for token what
     WordleRollout produces when the same replies are played through the server (prompt, guesses, masked feedback)."""
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
     from helpers.rollouts import TemplateView
-    from helpers.sft_data import Teacher
-    from helpers.wordle_eval import split_words, wordle_words
-    from helpers.wordle_teacher import collect_games, sft_rows, won_games
+    from helpers.chain_sum.sft_data import Teacher
+    from helpers.wordle.evaluation import split_words, wordle_words
+    from helpers.wordle.teacher import collect_games, sft_rows, won_games
     from transformers import AutoTokenizer
 
     train, held = split_words(wordle_words(), 150)
@@ -243,8 +243,8 @@ def test_the_teacher_wins_real_games_and_its_rows_are_the_rollouts_tokens(wordle
 
 def test_bad_teachers_stop_with_what_to_set(wordle_url):
     from helpers.servers import free_port
-    from helpers.sft_data import NoExamplesError, Teacher, TeacherError
-    from helpers.wordle_teacher import collect_games, won_games
+    from helpers.chain_sum.sft_data import NoExamplesError, Teacher, TeacherError
+    from helpers.wordle.teacher import collect_games, won_games
 
     dead = Teacher.endpoint(f"http://127.0.0.1:{free_port()}", "wordle-teacher")
     with pytest.raises(TeacherError, match="did not answer.*TEACHER_URL"):
@@ -256,7 +256,7 @@ def test_bad_teachers_stop_with_what_to_set(wordle_url):
 
 
 def test_the_server_refuses_a_word_list_it_cannot_play(wordle_url):
-    from helpers.wordle_eval import evaluate_wordle
+    from helpers.wordle.evaluation import evaluate_wordle
 
     with pytest.raises(ValueError, match=r"five-letter words a-z; 1 evaluation word\(s\) are not \('toolong'\).*split_words"):
         evaluate_wordle(None, None, wordle_url, ["crane", "toolong"], player=notebook()["WordleRollout"])
@@ -271,8 +271,8 @@ def make_trainer(tmp_path, rollout, **config):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.offline_models import resolve_model
-    from helpers.rollout_checks import checked_rewards
+    from helpers.models.offline import resolve_model
+    from helpers.rollouts.checks import checked_rewards
 
     args = dict(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
                 max_completion_length=8, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
@@ -285,7 +285,7 @@ def make_trainer(tmp_path, rollout, **config):
 
 @pytest.mark.slow
 def test_multi_turn_rollout_output_is_consistent_across_turns(wordle_url, tmp_path):
-    from helpers.rollout_checks import checked_rollout
+    from helpers.rollouts.checks import checked_rollout
 
     rollout = WordleRollout(wordle_url, max_turns=3, seed=100)
     trainer = make_trainer(tmp_path, rollout)
@@ -337,8 +337,8 @@ def test_the_held_out_evaluation_plays_with_the_notebooks_rollout(wordle_url):
     the same model plays the same games twice, and the games it measures are the ones that class played."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.offline_models import resolve_model
-    from helpers.wordle_eval import evaluate_wordle
+    from helpers.models.offline import resolve_model
+    from helpers.wordle.evaluation import evaluate_wordle
 
     path = resolve_model("tiny")
     model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
@@ -434,7 +434,7 @@ def test_notebook_runs_tiny(notebook_runner):
     assert metrics["grpo_change"]["valid"]["change"] == pytest.approx(expected)   # paired means = difference of means
     text = cell_outputs_text(executed)
     assert "6 held-out games, greedy:" in text and "after GRPO - warm start, on the same held-out words:" in text
-    # one of the environment_factory model's own rollouts, shown whole (helpers.show), and its tool calls counted
+    # one of the environment_factory model's own rollouts, shown whole (helpers.reporting.show), and its tool calls counted
     assert "One rollout of the last step:\nprompt    │ Play Wordle" in text and "\ntool call │ " in text
     assert metrics["factory_tool_call_frequency"] >= 0.0   # tool calls per rollout, as the notebook printed
     assert "reward    │ factory_correct +" in text and "factory_greens +" in text

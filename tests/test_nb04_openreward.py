@@ -8,8 +8,8 @@ import re
 import pytest
 
 from tools.notebooks import NOTEBOOKS_DIR, cell_outputs_text, load_cells
-from helpers.openreward_eval import close_episode, environment_tools
-from helpers.openreward_local import LocalORSServer
+from helpers.openreward.evaluation import close_episode, environment_tools
+from helpers.openreward.local import LocalORSServer
 
 from eval_checks import assert_precision_recorded
 
@@ -65,7 +65,7 @@ def test_spec_adapter_binds_the_tools_and_reads_the_env_reward(spec):
 
 def test_the_answer_never_appears_in_the_prompt_the_model_sees(spec):
     from calculator_env import true_answer
-    from helpers.offline_models import qwen3_tokenizer
+    from helpers.models.offline import qwen3_tokenizer
 
     tokenizer = qwen3_tokenizer()
     env = spec.environment_factory()

@@ -8,7 +8,7 @@ import pytest
 
 from calculator_env import SPLIT_SIZES, make_task, safe_eval, true_answer
 from calculator_env.tasks import parse_integer
-from helpers.openreward_local import LocalORSServer, open_ors_target, sdk_pointed_at
+from helpers.openreward.local import LocalORSServer, open_ors_target, sdk_pointed_at
 from helpers.servers import ServerError
 
 

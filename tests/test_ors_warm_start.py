@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from helpers.openreward_local import LocalORSServer
-from helpers.ors_warm_start import (WarmStartDataError, check_warm_start_data, collect_ors_episodes,
+from helpers.openreward.local import LocalORSServer
+from helpers.openreward.warm_start import (WarmStartDataError, check_warm_start_data, collect_ors_episodes,
                                  describe_episodes, to_sft_row)
 from helpers.servers import LocalServer
-from helpers.sft_data import Teacher
+from helpers.chain_sum.sft_data import Teacher
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def ors(tmp_path_factory):
 
 
 def _teacher(tmp_path_factory, share: float):
-    return LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher",
+    return LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher",
                        log_dir=tmp_path_factory.mktemp("teacher"),
                        env={"TEACHER_CALCULATE_SHARE": share, "TEACHER_MISTAKE_RATE": 0.2, "TEACHER_SEED": 0})
 
@@ -101,7 +101,7 @@ def test_the_cpu_profile_leaves_room_for_a_whole_calculator_rollout(mixed_episod
     cpu profile at 96 tokens cut every calculator rollout off and never earned a reward (a whole one is ~144)."""
     from transformers import AutoTokenizer
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
     from helpers.profiles import NOTEBOOK_PROFILES
 
     cpu = NOTEBOOK_PROFILES["04_openreward_spec"]["cpu"]
@@ -120,7 +120,7 @@ def test_the_cpu_profile_leaves_room_for_a_whole_calculator_rollout(mixed_episod
 
 
 def test_the_diagnosis_says_when_the_policy_never_calls_a_tool_or_never_tries_calculate():
-    from helpers.openreward_eval import SplitEvalResult, diagnose_tool_use
+    from helpers.openreward.evaluation import SplitEvalResult, diagnose_tool_use
 
     def result(tool_use, by_difficulty_tools):
         return SplitEvalResult(split="test", n=6, accuracy=0.0, answered=0.0, tool_use=tool_use, by_difficulty={},

@@ -1,4 +1,4 @@
-"""helpers.precision and helpers.models.load_policy: the precision a run uses is the one that is fast and
+"""helpers.compute.precision and helpers.models.load_policy: the precision a run uses is the one that is fast and
 trains on the machine at hand, weights stay fp32, and a finished trainer's memory can be given back."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from helpers.models import free_memory, load_policy
-from helpers.offline_models import ModelError
-from helpers.hardware import cuda_precision
-from helpers.precision import PrecisionError, choose_precision, time_training_pass
+from helpers.models.offline import ModelError
+from helpers.compute.hardware import cuda_precision
+from helpers.compute.precision import PrecisionError, choose_precision, time_training_pass
 from helpers.profiles import NOTEBOOK_PROFILES
 
 
@@ -118,7 +118,7 @@ def test_a_finished_trainer_can_be_collected(tmp_path):
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     model = load_policy("tiny", device="cpu")
     config = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", save_strategy="no",
@@ -175,7 +175,7 @@ def test_reused_weight_casts_give_autocasts_tokens_and_follow_each_optimizer_ste
     notebook 01 freezes them, before and after an optimizer step moves the trained weights. The fused AdamW
     (transformers' default `optim`, notebook 02's) updates in place without bumping the weights' versions: its
     step must still make the copies go (notebook 02 once evaluated its base model as the trained one)."""
-    from helpers.precision import drop_weight_casts, reuse_weight_casts
+    from helpers.compute.precision import drop_weight_casts, reuse_weight_casts
 
     model = load_policy("tiny", device="cpu")
     assert model._weight_cast_hooks   # load_policy installs it on CPU
@@ -217,7 +217,7 @@ def test_reused_weight_casts_give_autocasts_tokens_and_follow_each_optimizer_ste
 
 
 def test_a_failing_product_gives_the_fp32_weight_back():
-    from helpers.precision import reuse_weight_casts
+    from helpers.compute.precision import reuse_weight_casts
 
     layer = reuse_weight_casts(torch.nn.Sequential(torch.nn.Linear(4, 3, bias=False)))[0]
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError):

@@ -1,4 +1,4 @@
-"""helpers.preflight: the start policy's groups, sampled from the real tiny-toolcall model and scored by the
+"""helpers.chain_sum.preflight: the start policy's groups, sampled from the real tiny-toolcall model and scored by the
 real environments (a reasoning_gym server for notebook 01, calculator_env over ORS for notebook 04)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers.offline_models import resolve_model
-from helpers.preflight import preflight, reasoning_gym_sampler, verdict
+from helpers.models.offline import resolve_model
+from helpers.chain_sum.preflight import preflight, reasoning_gym_sampler, verdict
 
 ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 
@@ -67,8 +67,8 @@ def test_ors_preflight_plays_multi_turn_episodes(tiny_toolcall, tmp_path):
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from trl.experimental.openreward import OpenRewardSpec
 
-    from helpers.openreward_local import LocalORSServer, sdk_pointed_at
-    from helpers.preflight import ors_sampler
+    from helpers.openreward.local import LocalORSServer, sdk_pointed_at
+    from helpers.chain_sum.preflight import ors_sampler
 
     model, tokenizer = tiny_toolcall
     with LocalORSServer("calculator_env.server:app", log_dir=tmp_path) as server, sdk_pointed_at(server.url):
@@ -88,7 +88,7 @@ def test_ors_preflight_plays_multi_turn_episodes(tiny_toolcall, tmp_path):
 def test_no_mixed_group_is_an_error_saying_why_and_what_to_do(rewards, parse, says):
     """Running notebook 01 before 02 on CPU ended in 'Raise PREFLIGHT_N or change DATASET_CONFIG', when the
     fix was to run notebook 02 first: the base model never calls the tool."""
-    from helpers.preflight import Preflight
+    from helpers.chain_sum.preflight import Preflight
 
     result = Preflight(n=2, k=4, temperature=0.9, parse_rate=parse, greedy_accuracy=rewards[0], sampled_accuracy=rewards[0],
                        sampled_exact=rewards[0], pass_at_k=rewards[0], mixed_share=0.0, verdict="", advice="",

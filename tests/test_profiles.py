@@ -33,7 +33,7 @@ def test_bad_profile_and_bad_knob_are_named():
 
 
 def test_the_gpu_profile_follows_the_card_and_explicit_knobs_still_win(capsys):
-    from helpers.hardware import GPU
+    from helpers.compute.hardware import GPU
 
     t4, a100 = GPU("Tesla T4", 14.7, (7, 5)), GPU("NVIDIA A100-SXM4-40GB", 39.4, (8, 0))
     on_t4 = resolve_settings("01_grpo_walkthrough", "gpu", gpu=t4)

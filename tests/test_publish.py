@@ -1,4 +1,4 @@
-"""Publishing (helpers.publish), the trackio Space check (helpers.tracking), Colab secrets (helpers.secrets) and
+"""Publishing (helpers.reporting.publish), the trackio Space check (helpers.reporting.tracking), Colab secrets (helpers.secrets) and
 notebook 02's teacher choice, with the Hugging Face Hub API replaced by fakes: no network is touched."""
 
 import sys
@@ -10,10 +10,10 @@ from huggingface_hub import constants as hf_constants
 import pytest
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-from helpers.publish import PublishError, check_can_publish, hub_token, publish
+from helpers.reporting.publish import PublishError, check_can_publish, hub_token, publish
 from helpers.secrets import secret_to_env
-from helpers.sft_data import choose_teacher
-from helpers.tracking import TrackingError, check_trackio_space
+from helpers.chain_sum.sft_data import choose_teacher
+from helpers.reporting.tracking import TrackingError, check_trackio_space
 
 URL = "https://huggingface.co/api/whoami-v2"
 
@@ -153,7 +153,7 @@ def test_merged_saves_a_plain_model_beside_the_adapter_and_pushes_it(no_login, h
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from helpers.models import load_policy
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     model = load_policy("tiny", device="cpu", lora=True)
     with torch.no_grad():   # lora_B starts at zero: move it, so merging has something to fold in

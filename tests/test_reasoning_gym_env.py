@@ -359,7 +359,7 @@ def test_collect_runner_end_to_end(rg_server, tmp_path):
 def test_collect_seeds_follow_the_episode_id_and_miss_the_held_out_seeds():
     """`openenv collect` passes no seed: the question of `ep-000012` is fixed by the dataset, its config and that
     id, differs between ids and configs, and the first 10,000 ids never land on the held-out evaluation's seeds."""
-    from helpers.evaluation import EVAL_SEED
+    from helpers.chain_sum.evaluation import EVAL_SEED
     from reasoning_gym_env.harness import ReasoningGymSessionFactory
 
     def seeds(config):

@@ -2,7 +2,7 @@
 
 The teacher is a real HTTP server (tests/fault_apps.py, served with LocalServer) that misbehaves
 on purpose; the data collection is the real `openenv collect` CLI, run with notebook 02's own command
-line (its cell tagged collect-command) through helpers.sft_data.run_collect. What must hold: the
+line (its cell tagged collect-command) through helpers.chain_sum.sft_data.run_collect. What must hold: the
 pre-flight check (`check_teacher`) turns every fault into a `TeacherError` naming the URL within its
 timeout, and a teacher failing mid-collection costs only the episodes it failed: the ones collected
 are kept, and `--resume` fills in the rest once the teacher is back.
@@ -16,7 +16,7 @@ import pytest
 
 from helpers.prompts import CHAIN_SUM_CONFIG, SYSTEM_PROMPT
 from helpers.servers import LocalServer, free_port
-from helpers.sft_data import Teacher, TeacherError, check_teacher, load_results, run_collect
+from helpers.chain_sum.sft_data import Teacher, TeacherError, check_teacher, load_results, run_collect
 from tools.notebooks import NOTEBOOKS_DIR, load_cells
 
 QUESTION = "State the final answer to the following arithmetic problem: 12 + 30 ="
@@ -81,7 +81,7 @@ def test_teacher_failing_mid_collection_keeps_collected_episodes_and_resume_comp
     assert all(r["reward"] == 1.0 for r in load_results(out))  # a no-mistake teacher's episodes
 
     # the teacher is back (the real local one): resume keeps the three and collects the rest
-    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher",
+    with LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher",
                      env={"TEACHER_MISTAKE_RATE": "0"}, log_dir=tmp_path / "logs") as teacher:
         second = collect(Teacher.endpoint(teacher.base_url, "chain-sum-teacher"))
     assert (second.skipped, second.collected, second.in_file) == (3, 3, 6), second
@@ -93,7 +93,7 @@ def test_teacher_failing_mid_collection_keeps_collected_episodes_and_resume_comp
 def test_a_bug_is_not_reported_as_a_teacher_fault(monkeypatch):
     """Only a reply of the wrong shape (openenv's client failing to read its fields) is "not a chat
     completion"; an AttributeError anywhere else is a bug and surfaces as itself."""
-    import helpers.sft_data as sft_data
+    import helpers.chain_sum.sft_data as sft_data
 
     class BuggyClient:
         base_url = "http://127.0.0.1:1"

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from helpers.offline_models import resolve_model
+from helpers.models.offline import resolve_model
 from helpers.profiles import resolve_settings
 from helpers.prompts import SYSTEM_PROMPT
 from helpers.servers import LocalServer

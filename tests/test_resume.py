@@ -1,4 +1,4 @@
-"""helpers.resume: what a run keeps on disk so RESUME=True can go on (the notebook test kills a real run)."""
+"""helpers.reporting.resume: what a run keeps on disk so RESUME=True can go on (the notebook test kills a real run)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from helpers.evaluation import EvalResult
-from helpers.resume import ResumeError, checkpoint_args, kept, resume_point
+from helpers.chain_sum.evaluation import EvalResult
+from helpers.reporting.resume import ResumeError, checkpoint_args, kept, resume_point
 
 
 def test_a_result_is_measured_once_and_a_resumed_run_reads_it_back(tmp_path, monkeypatch):
@@ -44,7 +44,7 @@ def test_resume_point_is_the_last_checkpoint_or_none_with_the_reason(tmp_path):
 def test_the_runs_folder_is_the_checkouts_whatever_the_working_directory(tmp_path, monkeypatch):
     """`make demo` (at the top) wrote runs/ there while `jupyter lab notebooks/` looked in notebooks/runs/, so
     notebook 01 did not find notebook 02's checkpoint. Now both mean the checkout's runs/."""
-    from helpers.metrics import CHECKOUT, runs_dir, use_runs_dir
+    from helpers.reporting.metrics import CHECKOUT, runs_dir, use_runs_dir
 
     monkeypatch.setenv("AGENT_RL_RUNS", "")   # unset, and put back after the test (use_runs_dir sets it)
     monkeypatch.chdir(CHECKOUT / "notebooks")

@@ -1,4 +1,4 @@
-"""helpers.rollout_checks: each way a rollout_func or reward function can break TRL's contract is named, valid
+"""helpers.rollouts.checks: each way a rollout_func or reward function can break TRL's contract is named, valid
 output passes unchanged, and inside a real GRPOTrainer a broken rollout stops at the first step with our message."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from helpers.rollout_checks import RolloutContractError, checked_rewards, checked_rollout, check_rollout_output
+from helpers.rollouts.checks import RolloutContractError, checked_rewards, checked_rollout, check_rollout_output
 
 PROMPTS = ["a", "b"]
 
@@ -156,7 +156,7 @@ def tiny_trainer(tmp_path, rollout_func, reward_funcs):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, num_generations=2,
                       max_completion_length=4, use_cpu=True, bf16=False, report_to="none", save_strategy="no",

@@ -1,8 +1,8 @@
-"""helpers.show: one rollout on a few lines, whatever shape the trainer or the evaluation gives it."""
+"""helpers.reporting.show: one rollout on a few lines, whatever shape the trainer or the evaluation gives it."""
 
 from __future__ import annotations
 
-from helpers.show import compact, rollout_text, sample_rollout
+from helpers.reporting.show import compact, rollout_text, sample_rollout
 
 
 def test_compact_keeps_a_reply_on_one_line():

@@ -33,5 +33,5 @@ def test_a_users_own_policy_is_kept():
 
 
 def test_torch_loaded_first_is_reported_with_what_to_do():
-    out = _run("import torch, helpers; from helpers.threads import describe; print(describe(helpers.THREADS_IN_EFFECT))")
+    out = _run("import torch, helpers; from helpers.compute.threads import describe; print(describe(helpers.THREADS_IN_EFFECT))")
     assert "torch was imported before helpers" in out and "restart the kernel" in out

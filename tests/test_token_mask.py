@@ -1,13 +1,13 @@
-"""helpers.token_mask: which tokens of a multi-turn rollout are trained, shown, with the checks behind it."""
+"""helpers.reporting.token_mask: which tokens of a multi-turn rollout are trained, shown, with the checks behind it."""
 
 from __future__ import annotations
 
 import pytest
 from transformers import AutoTokenizer
 
-from helpers.offline_models import resolve_model
+from helpers.models.offline import resolve_model
 from helpers.prompts import answer
-from helpers.token_mask import mask_from_ids, mask_from_messages, prefix_preserving, tool_calls_parse
+from helpers.reporting.token_mask import mask_from_ids, mask_from_messages, prefix_preserving, tool_calls_parse
 
 CALL = {"type": "function", "function": {"name": "answer", "arguments": {"answer": "42"}}}
 ROLLOUT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 12 + 30?"},

@@ -1,4 +1,4 @@
-"""The vLLM path on a machine without vLLM: the decision (helpers.vllm_check), the notebooks' use of it,
+"""The vLLM path on a machine without vLLM: the decision (helpers.compute.vllm_check), the notebooks' use of it,
 the profiles' vLLM sizing, and the project's own vLLM generation (helpers.rollouts) against a fake engine
 that returns what TRL 1.16's VLLMGeneration.generate returns."""
 
@@ -15,11 +15,11 @@ import trl
 from trl import import_utils as trl_import_utils
 from packaging.version import Version
 
-from helpers import vllm_check
+from helpers.compute import vllm_check
 from tools.notebooks import REPO_ROOT
 from helpers.profiles import resolve_settings
 from helpers.rollouts import generate_rollout_completions
-from helpers.vllm_check import VLLM_INSTALL, VllmUnavailable, decide_use_vllm, trl_vllm_range, vllm_problems
+from helpers.compute.vllm_check import VLLM_INSTALL, VllmUnavailable, decide_use_vllm, trl_vllm_range, vllm_problems
 
 
 def _trl_warns_about(version: str, monkeypatch) -> bool:

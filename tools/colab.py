@@ -158,7 +158,7 @@ WARM_STARTED_BY_02 = "01_grpo_walkthrough"  # the notebook whose WARM_START load
 def start_point(notebook: str) -> str:
     """What the Colab copy of `notebook` starts from and downloads, read from its gpu profile: each copy runs in
     a runtime of its own, so it cannot count on another notebook's output unless RUNS_DIR shares a Drive folder."""
-    from helpers.hardware import CARDS
+    from helpers.compute.hardware import CARDS
     from helpers.profiles import gpu_recipe
     from helpers.profiles import NOTEBOOK_PROFILES
 

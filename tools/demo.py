@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from helpers.metrics import runs_dir
+from helpers.reporting.metrics import runs_dir
 from tools.notebooks import NOTEBOOKS_DIR, REPO_ROOT
 from helpers.recipes import RECIPES
 

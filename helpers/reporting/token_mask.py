@@ -20,7 +20,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from helpers.evaluation import parse_tool_calls
+from helpers.chain_sum.evaluation import parse_tool_calls
 
 KINDS = {"prompt": ("PROMPT (not trained)", "#eeeeee"), "model": ("MODEL (trained)", "#c8f0cf"),
          "env": ("ENV (masked)", "#ffd9a8")}
@@ -111,7 +111,7 @@ def prefix_preserving(tokenizer, chat_template=None) -> bool:
 
 def tool_calls_parse(message: dict) -> bool:
     """An assistant turn's tool calls are well formed: structured `tool_calls` with a name and dict arguments,
-    or `<tool_call>` text that `helpers.evaluation.parse_tool_calls` reads, one call per tag."""
+    or `<tool_call>` text that `helpers.chain_sum.evaluation.parse_tool_calls` reads, one call per tag."""
     calls = message.get("tool_calls")
     if calls:
         return all(isinstance(c.get("function", c).get("name"), str)
@@ -158,7 +158,7 @@ def mask_from_messages(tokenizer, messages: list[dict], *, n_prompt: int, tools=
 def mask_of_last_rollout(trainer) -> TokenMask:
     """One rollout of a GRPOTrainer's last batch (environment_factory: one that called a tool), laid out with the
     chat template and tools the trainer used."""
-    from helpers.show import last_rollout
+    from helpers.reporting.show import last_rollout
 
     messages, _ = last_rollout(trainer)
     n_prompt = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))

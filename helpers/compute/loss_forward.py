@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 
-from helpers.generation import row_spans, shared_prefix_length
+from helpers.compute.generation import row_spans, shared_prefix_length
 
 MIN_SHARED = 32       # below this the split costs more than it saves
 

@@ -36,7 +36,7 @@ from typing import Callable
 
 from transformers import TrainerCallback
 
-from helpers.show import batch_rollouts, called_a_tool, rollout_text, tool_calls_of
+from helpers.reporting.show import batch_rollouts, called_a_tool, rollout_text, tool_calls_of
 
 # The logged keys each check reads (TRL 1.16's GRPOTrainer names), as the row fields below.
 LOGGED = {"reward": "reward", "length": "completions/mean_length", "clipped": "completions/clipped_ratio",
@@ -143,7 +143,7 @@ class RunWatch(TrainerCallback):
 
     `probe(model) -> float`: a share in [0, 1] on a few held-out questions, greedy (the model is put in eval mode
     around it); a probe that fails is reported and skipped, never the end of training. Its time counts towards a
-    time budget (`helpers.budget`), so keep it to a handful of questions and a few points in the run.
+    time budget (`helpers.compute.budget`), so keep it to a handful of questions and a few points in the run.
     `judge(messages) -> True | str | None`: True when a rollout is right, why it is wrong, or None when it cannot
     tell (another kind of question); only rollouts rewarded at least `min_reward` are judged, and only once the
     watch is attached to the trainer. `out`: where lines go (a print-like callable that accepts `flush=`).

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def runs_dir() -> Path:
@@ -81,11 +81,11 @@ def record_metrics(notebook: str, **metrics) -> Path:
 def evaluation_metrics(before, after) -> dict:
     """The metrics of a before/after evaluation, named as the tests read them.
 
-    `helpers.evaluation.EvalResult` (notebooks 01, 02): format/accuracy/exact with their intervals, the
+    `helpers.chain_sum.evaluation.EvalResult` (notebooks 01, 02): format/accuracy/exact with their intervals, the
     paired change, eval_n; `after=None` (no evaluation after training ran) records the "after" and change keys as
-    None. `helpers.openreward_eval.SplitEvalResult` (notebook 04): test_* keys."""
+    None. `helpers.openreward.evaluation.SplitEvalResult` (notebook 04): test_* keys."""
     if hasattr(before, "format_compliance"):
-        from helpers.evaluation import paired_change
+        from helpers.chain_sum.evaluation import paired_change
 
         measured = before if after is None else after
         change, exact = paired_change(before, measured), paired_change(before, measured, exact=True)
@@ -100,7 +100,7 @@ def evaluation_metrics(before, after) -> dict:
         if after is None:   # None, not a copy of "before"; it also replaces what an earlier run merged into metrics.json
             out.update({key: None for key in out if key.endswith("_after") or "change" in key or "questions_" in key})
         return out
-    from helpers.evaluation import paired_change
+    from helpers.chain_sum.evaluation import paired_change
 
     change = paired_change(before, after)   # the same tasks in the same order, before and after
     out = {"eval_split": after.split, "eval_tasks": after.n, "accuracy_change": change.change,
@@ -113,7 +113,7 @@ def evaluation_metrics(before, after) -> dict:
     return out
 
 
-# What a run's curves are compared on (helpers.reference): the training reward and each reward stream, the reply
+# What a run's curves are compared on (helpers.reporting.reference): the training reward and each reward stream, the reply
 # length, tool use and the share of groups without a gradient, per logged step.
 CURVE_KEYS = ("reward", "reward_std", "frac_reward_zero_std", "completions/mean_length", "completions/clipped_ratio",
               "tools/call_frequency", "tools/failure_frequency", "entropy")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 
-from helpers.publish import HOW_TO_LOG_IN, hub_token
+from helpers.reporting.publish import HOW_TO_LOG_IN, hub_token
 
 
 class TrackingError(RuntimeError):
@@ -69,11 +69,11 @@ def trainer_io(notebook: str, name: str, settings, precision, *, trackio_space_i
     """The fields every trainer config of a notebook shares and no lesson is about, so the config in the notebook
     shows only its learning knobs: where the trainer writes (runs/<notebook>/<name>), how it logs (one trackio
     project, the profile's `report_to`, every step), no checkpoints, the precision and device `choose_precision`
-    picked, the profile's activation checkpointing, no push (helpers.publish pushes). `overrides` win.
+    picked, the profile's activation checkpointing, no push (helpers.reporting.publish pushes). `overrides` win.
 
         GRPOConfig(**trainer_io(NOTEBOOK, "trainer", settings, precision, seed=SEED), learning_rate=..., ...)
     """
-    from helpers.metrics import run_dir
+    from helpers.reporting.metrics import run_dir
 
     fields = dict(output_dir=str(run_dir(notebook) / name), run_name=f"{notebook}-{name}-{settings.profile}",
                   project=PROJECT, report_to=settings.report_to, trackio_space_id=trackio_space_id, logging_steps=1,

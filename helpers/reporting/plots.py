@@ -26,7 +26,7 @@ def series(log_history: list[dict], key: str) -> tuple[list[float], list[float]]
 def training_curves(log_history: list[dict], keys: list[str], *, title: str = "", reference: dict | None = None,
                     save_to=None):
     """One small panel per metric (e.g. reward, reward_std, frac_reward_zero_std), over steps. `reference`:
-    {key: helpers.reference.Band} drawn under the run's curve (the measured runs' range, their mean dashed)."""
+    {key: helpers.reporting.reference.Band} drawn under the run's curve (the measured runs' range, their mean dashed)."""
     import matplotlib.pyplot as plt
 
     keys = [k for k in keys if series(log_history, k)[0]]

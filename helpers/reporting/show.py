@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from helpers.evaluation import parse_tool_calls, strip_tool_calls
+from helpers.chain_sum.evaluation import parse_tool_calls, strip_tool_calls
 
 
 def compact(text, limit: int = 160) -> str:
@@ -96,7 +96,7 @@ def last_rollout(trainer) -> tuple[list[dict], dict[str, float]]:
 
 
 def sample_rollout(sample: dict) -> tuple[list[dict], float]:
-    """An evaluation sample (`helpers.evaluation.evaluate_policy`) as a rollout: the question, the model's reply,
+    """An evaluation sample (`helpers.chain_sum.evaluation.evaluate_policy`) as a rollout: the question, the model's reply,
     and, when the reply called `answer`, the environment's verdict in the words the training tool returns."""
     messages = [{"role": "user", "content": sample["question"]}, {"role": "assistant", "content": sample["reply"]}]
     if sample.get("answer") is not None:

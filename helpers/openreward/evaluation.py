@@ -16,7 +16,7 @@ import inspect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from helpers.evaluation import Summarized, generate_replies, parse_tool_calls, strip_tool_calls, wilson_interval
+from helpers.chain_sum.evaluation import Summarized, generate_replies, parse_tool_calls, strip_tool_calls, wilson_interval
 
 def environment_tools(environment) -> list:
     """The environment's tool methods, collected the way GRPOTrainer collects them."""
@@ -67,7 +67,7 @@ def play_episodes(model, tokenizer, rows, make_env, *, max_turns: int = 4, max_n
     Each episode opens a session (`make_env()`, `reset(**row)`), then each turn the model replies (greedy, or
     sampled at `temperature`), every tool call runs against the server and its result goes back, until a tool
     says `finished` or the model stops calling tools. A row repeated k times gives k independent episodes
-    of that task (what `helpers.preflight` samples)."""
+    of that task (what `helpers.chain_sum.preflight` samples)."""
     episodes = []
     for row in rows:
         env = make_env()
@@ -123,7 +123,7 @@ def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: 
     """Greedy multi-turn episodes on the first `n` tasks of `split` of the ORS env at `target`.
 
     `system_prompt`, if given, is put before the task prompt, as the training data had it. `precision`:
-    the trainer's (see `helpers.evaluation.generate_replies`), so before and after are comparable.
+    the trainer's (see `helpers.chain_sum.evaluation.generate_replies`), so before and after are comparable.
     """
     from trl.experimental.openreward import OpenRewardSpec
 

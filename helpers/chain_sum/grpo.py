@@ -70,8 +70,8 @@ def sample_group(model, tokenizer, messages: list[dict], *, n: int, tools=None, 
     """
     import torch
 
-    from helpers.generation import generate_shared
-    from helpers.precision import autocast
+    from helpers.compute.generation import generate_shared
+    from helpers.compute.precision import autocast
 
     text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False,
                                          enable_thinking=False)
@@ -105,7 +105,7 @@ def question_seeds(n: int, seed: int, *, low: int, dataset_name: str = "chain_su
 
     `carry_borrow_share` None: the draws in order (the questions' natural mix, about half of 2-digit sums need a
     carry or a borrow). A share in [0, 1]: that share of the rows, spread evenly, get a question whose column work
-    carries or borrows (`helpers.local_teacher.working_kind`), the rest one that does neither. Measured at 0.75:
+    carries or borrows (`helpers.chain_sum.local_teacher.working_kind`), the rest one that does neither. Measured at 0.75:
     the policy learned to carry where it had not, and to carry where it should not (docs/measurements.md)."""
     import random
 
@@ -120,7 +120,7 @@ def question_seeds(n: int, seed: int, *, low: int, dataset_name: str = "chain_su
                          f"{dataset_name!r}: set CARRY_BORROW_SHARE=None.")
     import reasoning_gym
 
-    from helpers.local_teacher import working_kind
+    from helpers.chain_sum.local_teacher import working_kind
 
     pools: dict[bool, list[int]] = {True: [], False: []}
     seeds = []
@@ -153,7 +153,7 @@ def arithmetic_statements(text: str) -> list[bool]:
 
 def _reply_text(completion) -> str:
     """What the policy wrote in one completion (TRL passes a message list for chat prompts), tool calls left out."""
-    from helpers.evaluation import strip_tool_calls
+    from helpers.chain_sum.evaluation import strip_tool_calls
 
     if isinstance(completion, str):
         return strip_tool_calls(completion)
@@ -217,7 +217,7 @@ def config_table(config, fields=LESSON_FIELDS) -> str:
 @dataclass
 class TrainingRun:
     """What `instrument` records around `trainer.train()`: its wall seconds and the load average at both ends
-    (None until training ends), and the loss passes skipped (helpers.loss_forward's counts, or None)."""
+    (None until training ends), and the loss passes skipped (helpers.compute.loss_forward's counts, or None)."""
 
     skipped: object = None
     seconds: float | None = None
@@ -226,11 +226,11 @@ class TrainingRun:
 
 
 def instrument(trainer, watch=None) -> TrainingRun:
-    """The bookkeeping notebook 01 adds to its GRPOTrainer, none of it the lesson. `watch` (helpers.alarms.RunWatch,
+    """The bookkeeping notebook 01 adds to its GRPOTrainer, none of it the lesson. `watch` (helpers.reporting.alarms.RunWatch,
     already one of the trainer's callbacks) reads the trainer's rollouts; a micro-batch whose advantages are all 0
-    skips its loss pass (helpers.loss_forward: no gradient to give, the same training bit for bit); and
+    skips its loss pass (helpers.compute.loss_forward: no gradient to give, the same training bit for bit); and
     `trainer.train()` is timed, with the load average read before and after it. Returns the record it fills."""
-    from helpers.loss_forward import skip_zero_advantage_batches
+    from helpers.compute.loss_forward import skip_zero_advantage_batches
 
     if watch is not None:
         watch.attach(trainer)

@@ -5,7 +5,7 @@
     freeze_lower_layers(model, settings.freeze_layers)
     save_policy(model, tokenizer, folder)
 
-Model names become folders in helpers.offline_models (which builds the offline models once).
+Model names become folders in helpers.models.offline (which builds the offline models once).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import importlib.util
 import json
 from pathlib import Path
 
-from helpers.offline_models import MODEL_NAMES, ModelError, resolve_model
+from helpers.models.offline import MODEL_NAMES, ModelError, resolve_model
 
 
 def warm_start(notebook: str, model: str, *, warm: bool = True) -> tuple[str, str]:
     """Where `notebook` starts: the checkpoint of the notebook its recipe starts from (01: notebook 02's SFT) when
     `warm` and it exists, else the base `model`. Returns (path for from_pretrained, a line saying which, for the
     record). With `warm` and no checkpoint it says so, naming the notebook to run first, and starts from the base."""
-    from helpers.metrics import runs_dir
+    from helpers.reporting.metrics import runs_dir
     from helpers.recipes import RECIPES
 
     source = RECIPES[notebook].starts_from
@@ -35,7 +35,7 @@ def warm_start(notebook: str, model: str, *, warm: bool = True) -> tuple[str, st
 
 def warm_start_record(notebook: str) -> dict:
     """What the notebook `notebook` starts from recorded about its checkpoint ({} when there is none)."""
-    from helpers.metrics import runs_dir
+    from helpers.reporting.metrics import runs_dir
     from helpers.recipes import RECIPES
 
     source = RECIPES[notebook].starts_from
@@ -59,18 +59,18 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
     is kept in the card's 16-bit type, the adapters in fp32. `lora="qlora"` loads the base in 4 bits (CUDA and
     bitsandbytes only). A folder that holds a saved adapter (adapter_config.json) loads as base + adapter.
 
-    The model's `generate` computes the prompt prefix its rows share once (`helpers.generation.share_prompt_prefix`):
+    The model's `generate` computes the prompt prefix its rows share once (`helpers.compute.generation.share_prompt_prefix`):
     GRPOTrainer's rollouts and every evaluation get it without asking. On a CPU its loss passes do too, and score
-    only the completions (`helpers.loss_forward.share_forward_prefix`), and under bf16 autocast its no-gradient
+    only the completions (`helpers.compute.loss_forward.share_forward_prefix`), and under bf16 autocast its no-gradient
     passes cast each weight to bf16 once per optimizer step, not at every decode step
-    (`helpers.precision.reuse_weight_casts`).
+    (`helpers.compute.precision.reuse_weight_casts`).
     """
     import torch
     from transformers import AutoModelForCausalLM
 
-    from helpers.generation import share_prompt_prefix
-    from helpers.loss_forward import share_forward_prefix
-    from helpers.precision import reuse_weight_casts
+    from helpers.compute.generation import share_prompt_prefix
+    from helpers.compute.loss_forward import share_forward_prefix
+    from helpers.compute.precision import reuse_weight_casts
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = resolve_model(name)
@@ -80,8 +80,8 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
                         "on CPU use LORA=True (or False).")
     kwargs = {"dtype": torch.float32}
     if (lora or adapter) and device == "cuda":
-        from helpers.hardware import cuda_precision
-        from helpers.precision import card_capability
+        from helpers.compute.hardware import cuda_precision
+        from helpers.compute.precision import card_capability
 
         native = cuda_precision(card_capability())   # a T4: fp16
         kwargs["dtype"] = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(native, torch.float32)
@@ -113,9 +113,9 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
         model = get_peft_model(model, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
     # every rollout and every evaluation question starts with the same system prompt and tool schema: its keys
-    # and values are computed once per batch, not once per row (helpers/generation.py; same tokens, faster)
+    # and values are computed once per batch, not once per row (helpers/compute/generation.py; same tokens, faster)
     model = model if lora == "qlora" else model.to(device)
-    if model.device.type == "cpu":   # under bf16 autocast, each weight cast once per change (helpers/precision.py)
+    if model.device.type == "cpu":   # under bf16 autocast, each weight cast once per change (helpers/compute/precision.py)
         reuse_weight_casts(model)
     return share_forward_prefix(share_prompt_prefix(model))
 

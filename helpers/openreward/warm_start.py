@@ -1,6 +1,6 @@
 """Teacher episodes on an ORS environment, for an SFT warm start (notebook 04).
 
-A teacher model (any OpenAI-compatible chat endpoint: the local stand-in of `helpers.local_teacher`, vLLM,
+A teacher model (any OpenAI-compatible chat endpoint: the local stand-in of `helpers.chain_sum.local_teacher`, vLLM,
 gpt-5-mini) plays tasks of an ORS environment through the real protocol: the `openreward` client opens one
 session per task, reads its prompt, offers the environment's own tools to the teacher, runs every tool call
 the teacher makes on the server, and stops when a tool says `finished`. The environment's reward says which
@@ -86,7 +86,7 @@ def collect_ors_episodes(target: str, teacher, *, n: int, split: str = "train", 
                          progress: bool = True) -> list[TeacherEpisode]:
     """The teacher plays the first `n` tasks of `split` of the ORS environment at `target` (a URL).
 
-    `teacher`: a `helpers.sft_data.Teacher` (an OpenAI-compatible endpoint, or OpenAI itself). Episodes run
+    `teacher`: a `helpers.chain_sum.sft_data.Teacher` (an OpenAI-compatible endpoint, or OpenAI itself). Episodes run
     `workers` at a time, each in its own ORS session; the result is in task order.
     """
     from openreward import OpenReward

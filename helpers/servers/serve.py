@@ -1,6 +1,6 @@
 """Child-process entry point used by `helpers.servers.LocalServer`.
 
-    python -m helpers.serve module:app --port 8001 [--fd N] [--parent-pid PID] [--factory]
+    python -m helpers.servers.serve module:app --port 8001 [--fd N] [--parent-pid PID] [--factory]
 
 Runs uvicorn on 127.0.0.1 (on the already bound socket `--fd` when given: the parent binds the port, so no other
 process can take it between choosing and listening) and exits by itself when the parent process (a notebook kernel, a

@@ -25,8 +25,8 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from helpers import hardware
-from helpers.hardware import cuda_precision
+from helpers.compute import hardware
+from helpers.compute.hardware import cuda_precision
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 

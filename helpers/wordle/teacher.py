@@ -5,10 +5,10 @@ groups all score alike and there is nothing to learn from. As in notebooks 02 an
 give it the format and a habit worth sharpening first. Offline there is no strong LLM to ask, so a
 **scripted player stands in for it**: it reads the game's feedback from the conversation and guesses a
 word, from TextArena's own list, that is consistent with every row so far (greens kept, yellows moved,
-greys dropped). It is served like the other local teachers (`helpers.local_teacher`), over the OpenAI
+greys dropped). It is served like the other local teachers (`helpers.chain_sum.local_teacher`), over the OpenAI
 chat-completions protocol, so any real model endpoint can replace it:
 
-    with LocalServer("helpers.wordle_teacher:create_app", factory=True, name="wordle-teacher") as teacher:
+    with LocalServer("helpers.wordle.teacher:create_app", factory=True, name="wordle-teacher") as teacher:
         games = collect_games(Teacher.endpoint(teacher.base_url, TEACHER_MODEL), env_url, train_words, n_games=300)
     rows = sft_rows(won_games(games), TemplateView(tokenizer))
 
@@ -62,7 +62,7 @@ class ScriptedPlayer:
 
     def __init__(self, words: list[str], seed: int = 0, opener: str | None = None):
         if not words:
-            raise ValueError("ScriptedPlayer needs a word list (e.g. helpers.wordle_eval.wordle_words()).")
+            raise ValueError("ScriptedPlayer needs a word list (e.g. helpers.wordle.evaluation.wordle_words()).")
         self.words = sorted(words)
         self.seed = seed
         self.opener = opener
@@ -85,8 +85,8 @@ class ScriptedPlayer:
 
 def create_app(player: ScriptedPlayer | None = None, model_name: str | None = None):
     """The FastAPI app: POST /v1/chat/completions, GET /v1/models, GET /health."""
-    from helpers.local_teacher import completion_response
-    from helpers.wordle_eval import wordle_words
+    from helpers.chain_sum.local_teacher import completion_response
+    from helpers.wordle.evaluation import wordle_words
 
     player = player or ScriptedPlayer(wordle_words(), seed=int(os.environ.get("WORDLE_TEACHER_SEED", "0")),
                                       opener=os.environ.get("WORDLE_TEACHER_OPENER", "").strip().lower() or None)
@@ -123,7 +123,7 @@ def create_app(player: ScriptedPlayer | None = None, model_name: str | None = No
 
 def collect_games(teacher, env_url: str, words: list[str], *, n_games: int, seed: int = 0, max_turns: int = 6,
                   system_prompt: str | None = None, prompt: str | None = None, timeout: float = 60.0) -> list[dict]:
-    """Let `teacher` (a `helpers.sft_data.Teacher`: the local stand-in or any OpenAI-compatible endpoint) play
+    """Let `teacher` (a `helpers.chain_sum.sft_data.Teacher`: the local stand-in or any OpenAI-compatible endpoint) play
     `n_games` games through the TextArena server, secret words drawn from `words` with `seed`.
 
     Each game: {"word", "messages" (the conversation, OpenAI format), "won", "turns", "reward", "invalid_moves"}.
@@ -131,7 +131,7 @@ def collect_games(teacher, env_url: str, words: list[str], *, n_games: int, seed
     from textarena_env import TextArenaAction, TextArenaEnv
 
     from helpers import wordle
-    from helpers.sft_data import TeacherError
+    from helpers.chain_sum.sft_data import TeacherError
 
     if not words:
         raise ValueError("collect_games needs training words to draw secrets from (the training side of split_words).")
@@ -171,7 +171,7 @@ def won_games(games: list[dict]) -> list[dict]:
     what to change, because SFT on nothing would silently train nothing."""
     kept = [g for g in games if g["won"] and g["invalid_moves"] == 0]
     if not kept:
-        from helpers.sft_data import NoExamplesError
+        from helpers.chain_sum.sft_data import NoExamplesError
 
         raise NoExamplesError(
             f"The teacher won none of its {len(games)} games without an invalid move, so there is nothing to "

@@ -86,7 +86,7 @@ def check_words(words: list[str], what: str) -> None:
     if bad:
         raise ValueError(f"The Wordle server plays five-letter words a-z; {len(bad)} {what} word(s) are not "
                          f"({', '.join(repr(w)[:20] for w in bad[:3])}): build the lists with "
-                         "helpers.wordle_eval.split_words(wordle_words(), n).")
+                         "helpers.wordle.evaluation.split_words(wordle_words(), n).")
 
 
 def feedback_pattern(guess: str, secret: str) -> str:

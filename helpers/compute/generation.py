@@ -45,7 +45,7 @@ def adapters_merged(model):
     instead of three; afterwards the base weights are put back bit for bit (merging and unmerging in 16 bits
     would round them a little more at every rollout). Does nothing for other models, a 4-bit base (QLoRA), or a
     device not in `MERGE_DEVICES`. Costs a copy of the adapted base weights while it lasts (counted in the
-    memory plan: helpers.hardware.estimate_memory). For no-gradient passes only: generation."""
+    memory plan: helpers.compute.hardware.estimate_memory). For no-gradient passes only: generation."""
     import torch
 
     try:
@@ -235,7 +235,7 @@ def shared_prefix_length(rows: list[list[int]]) -> int:
 
 def row_spans(attention_mask) -> list[tuple[int, int]] | None:
     """(first, end) of each row's tokens in a 2-D attention mask; None when a row has no token or its tokens are
-    not one contiguous run. Shared with the loss pass (helpers/loss_forward.py)."""
+    not one contiguous run. Shared with the loss pass (helpers/compute/loss_forward.py)."""
     spans = []
     for row in attention_mask.tolist():
         if 1 not in row:

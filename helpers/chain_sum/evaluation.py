@@ -20,7 +20,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 
-from helpers.precision import autocast
+from helpers.compute.precision import autocast
 from helpers.prompts import SYSTEM_PROMPT, answer_tool
 
 EVAL_SEED = 999_999  # training envs draw random seeds; this fixed one is reserved for evaluation
@@ -99,7 +99,7 @@ class PairedChange:
 
 def mean_interval(values: list[float], z: float = 1.96) -> tuple[float, tuple[float, float]]:
     """The mean of `values` and its 95 % interval (normal approximation, sample standard deviation): for paired
-    differences here and the per-game skills of `helpers.wordle_eval`."""
+    differences here and the per-game skills of `helpers.wordle.evaluation`."""
     n = len(values)
     mean = sum(values) / n
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
@@ -118,7 +118,7 @@ def _check_same_questions(before: EvalResult, after: EvalResult) -> None:
 def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96, *, exact: bool = False) -> PairedChange:
     """Compare two evaluations question by question (both must come from `evaluate_policy` with the same
     seed and n, which serves the same questions in the same order; or from
-    `helpers.openreward_eval.evaluate_on_split` on the same split and n).
+    `helpers.openreward.evaluation.evaluate_on_split` on the same split and n).
 
     `exact`: compare exactly right answers (score 1.0) instead of the scores, which for reasoning_gym include
     partial credit ("-72" for 72 scores 0.67) that a policy can learn to collect."""
@@ -160,7 +160,7 @@ class ChangeByKind(list):
 
 def change_by_kind(before: EvalResult, after: EvalResult, kind_of) -> ChangeByKind:
     """Split a paired before/after evaluation by `kind_of(question)` (for chain_sum,
-    `helpers.local_teacher.working_kind`): where training gained and where it lost, which one number hides.
+    `helpers.chain_sum.local_teacher.working_kind`): where training gained and where it lost, which one number hides.
 
     Counts exact answers (score 1.0), like `EvalResult.exact`."""
     _check_same_questions(before, after)
@@ -225,22 +225,22 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
     """Greedy replies for each conversation, in their order; special tokens kept out.
 
     The conversations are batched by prompt length (`batch_size` rows; None: `default_batch_size`), and each batch
-    generates with `helpers.generation.generate_shared`: the system prompt and tool schema every conversation
+    generates with `helpers.compute.generation.generate_shared`: the system prompt and tool schema every conversation
     starts with are computed once per batch, not once per row. The same greedy replies as plain `model.generate`
     (tested); on two CPU cores notebook 01's 150-question evaluation takes 86 s instead of 281 s in yesterday's
     batches of 8 (benchmarks/rollouts.py, docs/measurements.md).
 
     `temperature`: None (or 0) replies greedily; a number samples at it the way GRPOTrainer does (no top-k,
-    no top-p), for measurements of the training distribution (`helpers.preflight`).
+    no top-p), for measurements of the training distribution (`helpers.chain_sum.preflight`).
 
     `precision` ("bf16"/"fp16") generates under that autocast on the model's device, the precision the
-    trainer trains in (`helpers.precision.choose_precision`): greedy replies in fp32 and bf16 differ
+    trainer trains in (`helpers.compute.precision.choose_precision`): greedy replies in fp32 and bf16 differ
     (4 points on 100 chain_sum questions, measured), so an evaluation before training and one after must
     use the same setting. None or "fp32" leave the precision as the caller set it (an outer autocast stays on).
     """
     import torch
 
-    from helpers.generation import generate_in_batches
+    from helpers.compute.generation import generate_in_batches
 
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

@@ -122,14 +122,14 @@ class LocalServer:
         self.port = listener.getsockname()[1]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         cmd = [
-            sys.executable, "-m", "helpers.serve", self.app,
+            sys.executable, "-m", "helpers.servers.serve", self.app,
             "--port", str(self.port), "--fd", str(listener.fileno()), "--parent-pid", str(os.getpid()),
         ]
         if self.factory:
             cmd.append("--factory")
         child_env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         # The child must import `helpers` even when the notebook runs from another folder.
-        repo_root = str(Path(__file__).resolve().parent.parent)
+        repo_root = str(Path(__file__).resolve().parents[2])
         child_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, child_env.get("PYTHONPATH")) if p)
         with listener, open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(

@@ -26,7 +26,7 @@ MAX_EXTENSION = 1.5
 # when training ends at step 2 of a longer plan, the first step it displayed. So a run found too slow at its two-step
 # estimate stops one step later.
 FIRST_STOP_STEP = 3
-# The estimate times steps that had a gradient (a step without one skips its loss pass: helpers.loss_forward); when
+# The estimate times steps that had a gradient (a step without one skips its loss pass: helpers.compute.loss_forward); when
 # none has come this many steps after `estimate_after` (or by the last step), it times every step instead.
 WAIT_FOR_GRADIENT = 2
 
@@ -76,7 +76,7 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
 
         def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
             """A step whose gradient is 0 everywhere (every group scored alike) skips its loss pass
-            (helpers.loss_forward), so it is quicker than a step that trains: the estimate leaves it out."""
+            (helpers.compute.loss_forward), so it is quicker than a step that trains: the estimate leaves it out."""
             if model is not None:
                 self._gradient_now = any(p.grad is not None and bool(p.grad.any())
                                          for p in model.parameters() if p.requires_grad)

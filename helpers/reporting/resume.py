@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from helpers.metrics import _jsonable, run_dir
+from helpers.reporting.metrics import _jsonable, run_dir
 
 
 class ResumeError(ValueError):

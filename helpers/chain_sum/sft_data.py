@@ -45,7 +45,7 @@ class Teacher:
 
     Build one with `Teacher.openai("gpt-5-mini")` (needs OPENAI_API_KEY) or
     `Teacher.endpoint("http://127.0.0.1:8000", "my-model")` (any OpenAI-compatible server:
-    vLLM, `transformers serve`, the local stand-in of helpers.local_teacher).
+    vLLM, `transformers serve`, the local stand-in of helpers.chain_sum.local_teacher).
     """
 
     provider: str                    # "openai" | "endpoint"
@@ -64,14 +64,14 @@ class Teacher:
 
     @classmethod
     def start_local(cls, model: str = "chain-sum-teacher", **knobs):
-        """Serve the local stand-in teacher (helpers.local_teacher) on 127.0.0.1 and point a Teacher at it; returns
+        """Serve the local stand-in teacher (helpers.chain_sum.local_teacher) on 127.0.0.1 and point a Teacher at it; returns
         (teacher, server), the server stopped with the kernel. `knobs` are its TEACHER_* settings by their lower-case
-        names: mistake_rate, no_tool_rate, seed, show_work, calculate_share (helpers/local_teacher.py)."""
+        names: mistake_rate, no_tool_rate, seed, show_work, calculate_share (helpers/chain_sum/local_teacher.py)."""
         from helpers.servers import LocalServer
 
         env = {f"TEACHER_{name.upper()}": int(value) if isinstance(value, bool) else value
                for name, value in knobs.items()}
-        server = LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher",
+        server = LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher",
                              env={**env, "TEACHER_MODEL": model}).start()
         return cls.endpoint(server.base_url, model), server
 
@@ -80,7 +80,7 @@ class Teacher:
 
     def chat_client(self):
         """An `openai.OpenAI` client for this teacher (OpenAI itself, or the endpoint's `/v1`), for code that
-        drives the chat loop itself with tools (`helpers.ors_warm_start`) instead of through `openenv collect`."""
+        drives the chat loop itself with tools (`helpers.openreward.warm_start`) instead of through `openenv collect`."""
         import openai
 
         key = os.environ.get(self.api_key_env)

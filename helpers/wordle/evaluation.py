@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 
-from helpers.evaluation import mean_interval, wilson_interval
+from helpers.chain_sum.evaluation import mean_interval, wilson_interval
 
 EVAL_WORDS_SEED = 20_261_125   # fixes which words are held out; training draws only from the others
 
@@ -126,9 +126,9 @@ def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, player
     import torch
 
     from helpers import wordle
-    from helpers.evaluation import default_batch_size
-    from helpers.generation import generate_in_batches
-    from helpers.precision import autocast
+    from helpers.chain_sum.evaluation import default_batch_size
+    from helpers.compute.generation import generate_in_batches
+    from helpers.compute.precision import autocast
     from helpers.rollouts import TemplateView, tokenizer_of
 
     if not words:

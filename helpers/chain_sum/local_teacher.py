@@ -14,7 +14,7 @@ teacher explains itself. A 135M student imitating that learns to add far better 
 must produce the sum in one go (notebook 02 measures both).
 
     from helpers.servers import LocalServer
-    with LocalServer("helpers.local_teacher:create_app", factory=True, name="teacher",
+    with LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher",
                      env={"TEACHER_MISTAKE_RATE": "0.1", "TEACHER_SEED": "0"}) as teacher:
         # openenv collect ... --llm-endpoint {teacher.base_url} --model chain-sum-teacher
 

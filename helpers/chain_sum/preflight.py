@@ -157,7 +157,7 @@ def reasoning_gym_sampler(model, tokenizer, base_url: str, *, dataset_name: str 
     """A sampler for `preflight` on a reasoning_gym server; tasks are question seeds (notebook 01's
     `question_seed` column: `reset(seed=s, size=1)` serves that question). One-turn episodes: the reply's
     `answer` tool call is sent to the environment, which scores it; no valid call scores 0."""
-    from helpers.evaluation import generate_replies, parse_answer_call
+    from helpers.chain_sum.evaluation import generate_replies, parse_answer_call
     from helpers.prompts import SYSTEM_PROMPT, answer_tool
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
@@ -190,9 +190,9 @@ def reasoning_gym_sampler(model, tokenizer, base_url: str, *, dataset_name: str 
 def ors_sampler(model, tokenizer, spec, *, max_turns: int = 4, max_new_tokens: int = 96, batch_size: int | None = None,
                 system_prompt: str | None = None, precision: str | None = None, progress: bool = False):
     """A sampler for `preflight` on an ORS environment through a `trl.experimental.openreward.OpenRewardSpec`;
-    tasks are rows of `spec.train_dataset`. Multi-turn episodes (`helpers.openreward_eval.play_episodes`);
+    tasks are rows of `spec.train_dataset`. Multi-turn episodes (`helpers.openreward.evaluation.play_episodes`);
     an episode is "parsed" when it made at least one tool call, and one the environment never scored gets 0."""
-    from helpers.openreward_eval import play_episodes
+    from helpers.openreward.evaluation import play_episodes
 
     def sample(rows: list[dict], k: int, temperature: float | None) -> list[list[dict]]:
         repeated = [row for row in rows for _ in range(k)]

@@ -1,15 +1,15 @@
 """Is my run normal? A training curve set against the band of the project's own measured runs.
 
 `reference_runs.json` (next to this file) holds, per notebook and profile, the curves that runs of the notebook
-recorded in their metrics.json (`helpers.metrics.curves`), one per training seed, with the machine they ran on.
+recorded in their metrics.json (`helpers.reporting.metrics.curves`), one per training seed, with the machine they ran on.
 The band at each step is the mean and the range (lowest to highest) of those runs.
 
     band = reference_band("03_wordle_rollout_func", "rewards/reward_valid/mean", settings.profile)   # None: none stored
     print(where_run_sits(trainer.state.log_history, band))   # inside, ahead or behind, and what that means
     training_curves(log_history, keys, reference={key: band})                         # the band under the curve
 
-A maintainer adds runs with `python -m helpers.reference add NOTEBOOK runs/.../metrics.json ... --machine "..."`;
-`python -m helpers.reference spread NOTEBOOK metrics.json ...` tabulates their held-out change across seeds.
+A maintainer adds runs with `python -m helpers.reporting.reference add NOTEBOOK runs/.../metrics.json ... --machine "..."`;
+`python -m helpers.reporting.reference spread NOTEBOOK metrics.json ...` tabulates their held-out change across seeds.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.plots import series
+from helpers.reporting.plots import series
 
 REFERENCE_FILE = Path(__file__).with_name("reference_runs.json")
 

@@ -112,7 +112,7 @@ def model_shape(name_or_path: str) -> ModelShape:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     config = AutoConfig.from_pretrained(resolve_model(name_or_path))
     with torch.device("meta"):
@@ -176,7 +176,7 @@ def estimate_memory(shape: ModelShape, *, train_tokens: int, generate_tokens: in
         "logits (vocabulary)": (train_tokens if logit_tokens is None else logit_tokens) * shape.vocab * 4 * 3,
         "KV cache (generate)": generate_tokens * shape.layers * 2 * shape.kv_dim * act_bytes,
         # LoRA on a card generates with its adapters merged, keeping the adapted base weights to put back
-        # (helpers.generation.adapters_merged): every linear layer's, the embedding's aside
+        # (helpers.compute.generation.adapters_merged): every linear layer's, the embedding's aside
         "base copy (generate)": (shape.params - shape.vocab * shape.hidden) * weight_bytes
         if lora is True and device == "cuda" and generate_tokens else 0,
     }
@@ -236,7 +236,7 @@ def check_memory(notebook: str, settings, *, model: str | None = None, seq_len: 
     download and an out-of-memory error halfway through the first step. `seq_len`: the notebook's measured
     sequence length where it has one (notebook 02's max_length).
     """
-    from helpers.offline_models import resolve_model
+    from helpers.models.offline import resolve_model
 
     gpu = detect_gpu()
     if gpu:

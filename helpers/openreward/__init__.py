@@ -1,0 +1,1 @@
+"""Notebook 04's Open Reward Standard parts: a local ORS server, evaluation, the teacher's warm start."""
