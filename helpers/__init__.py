@@ -1,4 +1,4 @@
-"""helpers: the shared code behind the numbered notebooks (one module per concern; see the README's map).
+"""helpers: what the notebooks' lessons are not about, grouped by what it serves (map: docs/guide.md#where-things-live).
 
 Importing it first sets OpenMP's wait policy to PASSIVE unless one is set (helpers/compute/threads.py): torch reads it
 when it loads, and two torch processes on two cores otherwise stall each other.

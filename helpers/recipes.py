@@ -81,7 +81,7 @@ RECIPES: dict[str, Recipe] = {
                                   s.per_device_train_batch_size * s.gradient_accumulation_steps
                                   * (350 + s.max_completion_length),
                                   s.per_device_train_batch_size * s.max_completion_length),
-        typical_minutes={"cpu": 36}, starts_from="02_sft_warmup",   # a whole cpu run, idle: docs/measurements.md
+        typical_minutes={"cpu": 33}, starts_from="02_sft_warmup",   # a whole cpu run, idle: docs/measurements.md
     ),
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
     # warm_start: the local teacher's rewarded ORS episodes (calculate in teacher_calculate_share of them) SFT the

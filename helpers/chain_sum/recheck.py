@@ -1,14 +1,17 @@
 """Re-score a trained model against its start on more held-out questions: is the change more than noise?
 
-Notebook 01 scores 150 held-out sums before and after GRPO. Its `cpu` run gains about 4 points, and the paired
-95 % interval on 150 questions is about +-8 points wide, so one notebook run cannot tell that gain from noise;
-the interval narrows with the square root of the number of questions. This scores both models on the same
-`n` questions (the first 150 are the notebook's own, in the same order) and prints the paired change:
+Notebook 01's `cpu` profile scores 900 held-out sums before and after GRPO (its recipe's `eval_n`), a paired
+95 % interval of about +-3 points (what its runs gained: docs/results.md). The interval narrows with the square
+root of the number of questions, so this scores both models on the same `n` questions, by default twice the
+notebook's (`default_n`: 1800 for `cpu`, the notebook's 900 first, in the same order, then 900 it never saw), and
+prints the paired change:
 
-    python -m helpers.recheck runs/02_sft_warmup/checkpoint runs/01_grpo_walkthrough/model --n 900
+    python -m helpers.chain_sum.recheck runs/02_sft_warmup/checkpoint runs/01_grpo_walkthrough/model
 
-Greedy replies like the notebook's evaluation; on 2 AVX2 CPU cores (a Zen 3 EPYC) SmolLM2-135M takes ~1 s a
-question per model (900 questions: ~30 min in all). The result is written to runs/recheck/recheck.json.
+`--n` sets another count; one no larger than the notebook's re-scores only questions it already scored (it says so).
+Greedy replies like the notebook's evaluation, in fp32 unless `--precision` says otherwise; on 2 AVX2 CPU cores
+(a Zen 3 EPYC) SmolLM2-135M takes ~1 s a question per model (the notebook's 900: 868-985 s), so the default 1800
+take about an hour for the two models. The result is written to runs/recheck/recheck.json.
 """
 
 from __future__ import annotations
@@ -17,12 +20,18 @@ import argparse
 import json
 from pathlib import Path
 
-from helpers.evaluation import evaluate_policy, paired_change
+from helpers.chain_sum.evaluation import evaluate_policy, paired_change
 from helpers.models import load_policy
 from helpers.profiles import resolve_settings
 from helpers.prompts import system_prompt_for
+from helpers.recipes import RECIPES
 
 NB = "01_grpo_walkthrough"
+
+
+def default_n(profile: str = "cpu") -> int:
+    """Twice the questions the profile's notebook 01 scores: the notebook's own, then as many it never saw."""
+    return 2 * RECIPES[NB].profiles[profile]["eval_n"]
 
 
 def recheck(before: str, after: str, base_url: str, *, n: int, dataset_name: str = "chain_sum",
@@ -48,13 +57,14 @@ def recheck(before: str, after: str, base_url: str, *, n: int, dataset_name: str
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from helpers.metrics import run_dir
+    from helpers.reporting.metrics import run_dir
     from helpers.servers import server_or_url
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before", help="the start model's folder (notebook 02's checkpoint)")
     parser.add_argument("after", help="the trained model's folder (notebook 01 saves it as runs/01_grpo_walkthrough/model)")
-    parser.add_argument("--n", type=int, default=900, help="held-out questions (default 900)")
+    parser.add_argument("--n", type=int, default=None,
+                        help="held-out questions (default: twice what the profile's notebook scores, 1800 for cpu)")
     parser.add_argument("--profile", default="cpu", choices=["tiny", "cpu", "gpu"],
                         help="whose chain_sum difficulty and evaluation length to use (default cpu)")
     parser.add_argument("--env-base-url", default=None, help="a reasoning_gym server; default: start one locally")
@@ -67,11 +77,15 @@ def main(argv: list[str] | None = None) -> dict:
                          "saved: runs/02_sft_warmup/checkpoint and runs/01_grpo_walkthrough/model (after a LoRA run, "
                          "its -merged folder: SAVE_MERGED=True).")
     settings = resolve_settings(NB, args.profile)
+    n = args.n if args.n is not None else default_n(args.profile)
+    if n <= settings.eval_n:
+        print(f"note: the notebook's {args.profile} profile already scored these {n} questions (its first "
+              f"{settings.eval_n}); a larger --n adds questions it never saw.", flush=True)
     out = run_dir("recheck")
     url, server = server_or_url(args.env_base_url, "reasoning_gym_env.server.app:app", name="reasoning_gym",
                                 log_dir=out / "logs")
     try:
-        record = recheck(args.before, args.after, url, n=args.n, dataset_name=settings.dataset_name,
+        record = recheck(args.before, args.after, url, n=n, dataset_name=settings.dataset_name,
                          dataset_config=settings.dataset_config, max_new_tokens=settings.eval_max_new_tokens,
                          precision=args.precision)
     finally:
