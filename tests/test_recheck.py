@@ -1,4 +1,4 @@
-"""helpers.recheck: both models scored by the real reasoning_gym server on the same held-out questions."""
+"""helpers.chain_sum.recheck: both models scored by the real reasoning_gym server on the same held-out questions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from helpers.models.offline import resolve_model
-from helpers.recheck import main, recheck
+from helpers.chain_sum.recheck import main, recheck
 
 CONFIG = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 
