@@ -134,6 +134,17 @@ def _parameter_names(source: str) -> set[str]:
             if isinstance(t, ast.Name)}
 
 
+def _more_knob_names(cells: list[dict]) -> set[str]:
+    """The knobs of a notebook's "more knobs" cell (`more_knobs(globals(), NAME=value, ...)`), if it has one."""
+    names = set()
+    for cell in cells:
+        if "more-parameters" in cell.get("metadata", {}).get("tags", []):
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            names |= {k.arg for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+                      for k in node.keywords if k.arg}
+    return names
+
+
 _BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
 
 
@@ -199,10 +210,13 @@ def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, s
             cells += [("md", note), ("code", install_cell(ref))]
         elif "parameters" in tags:
             cells.append(("parameters", colab_parameters(source)))
-            names = _parameter_names(source)
+            names = _parameter_names(source) | _more_knob_names(nb["cells"])
             flags = ["HUB_LOGIN"] + (["PUSH_TO_HUB"] if "PUSH_TO_HUB" in names else [])
-            cells.append(("code", login_cell(flags)))
-            cells.append(("code", HARDWARE_CELL))
+            added = [("code", login_cell(flags)), ("code", HARDWARE_CELL)]
+            if not _more_knob_names(nb["cells"]):
+                cells += added   # otherwise right after the more-knobs cell, which stays below the parameters
+        elif "more-parameters" in tags:
+            cells += [("more-parameters", source), *added]
         else:
             cells.append(("md" if cell["cell_type"] == "markdown" else "code", source))
     return cells

@@ -55,7 +55,7 @@ def static_problems(path: str | os.PathLike, *, require_badge: bool = True) -> l
     if len(tagged) != 1:
         problems.append(f"{path.name}: needs exactly one cell tagged 'parameters', found {len(tagged)}")
     if len(tagged) == 1:
-        knobs = parameter_names(nb.cells[tagged[0]].source)
+        knobs = [k for k in parameter_names(nb.cells[tagged[0]].source) if k != "HUB_LOGIN"]   # Colab's login switch
         if len(knobs) > MAX_LESSON_KNOBS:
             problems.append(f"{path.name}: the parameters cell holds {len(knobs)} knobs; keep the lesson's "
                             f"{MAX_LESSON_KNOBS} at most there and move the rest to the 'more-parameters' cell")
@@ -134,7 +134,7 @@ LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3"}
 
 
 def write_notebook(path: str | os.PathLike, cells: list[tuple[str, str]], metadata: dict | None = None) -> Path:
-    """Write a clean notebook from ("md" | "code" | "parameters", source) pairs.
+    """Write a clean notebook from ("md" | "code" | "parameters" | "more-parameters", source) pairs.
 
     "parameters" is a code cell tagged for papermill. Used to author notebooks from scripts and
     by the Colab generator; outputs are never written.
@@ -147,13 +147,13 @@ def write_notebook(path: str | os.PathLike, cells: list[tuple[str, str]], metada
         source = source.strip("\n")
         if kind == "md":
             nb_cells.append(v4.new_markdown_cell(source))
-        elif kind in ("code", "parameters"):
+        elif kind in ("code", "parameters", "more-parameters"):
             cell = v4.new_code_cell(source)
-            if kind == "parameters":
-                cell.metadata["tags"] = ["parameters"]
+            if kind != "code":
+                cell.metadata["tags"] = [kind]
             nb_cells.append(cell)
         else:
-            raise ValueError(f"cell kind must be md, code or parameters, not {kind!r}")
+            raise ValueError(f"cell kind must be md, code, parameters or more-parameters, not {kind!r}")
     nb = v4.new_notebook(cells=nb_cells, metadata={
         "kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO, **(metadata or {})})
     for i, cell in enumerate(nb.cells):  # stable ids keep diffs quiet
