@@ -9,9 +9,8 @@ prints the paired change:
     python -m helpers.chain_sum.recheck runs/02_sft_warmup/checkpoint runs/01_grpo_walkthrough/model
 
 `--n` sets another count; one no larger than the notebook's re-scores only questions it already scored (it says so).
-Greedy replies like the notebook's evaluation, in fp32 unless `--precision` says otherwise; on 2 AVX2 CPU cores
-(a Zen 3 EPYC) SmolLM2-135M takes ~1 s a question per model (the notebook's 900: 868-985 s), so the default 1800
-take about an hour for the two models. The result is written to runs/recheck/recheck.json.
+Greedy replies like the notebook's evaluation, in fp32 unless `--precision` says otherwise; on 2 AVX2-only CPU
+cores SmolLM2-135M takes about a second a question per model, so the default 1800 take about an hour for the two. The result is written to runs/recheck/recheck.json.
 """
 
 from __future__ import annotations

@@ -105,8 +105,8 @@ def weights_streamed_once(model):
     """Inside, the model's fp32 linear layers compute a few rows' product on a CPU as `(W @ x.T).T` instead of
     `x @ W.T`. Why: a decode step multiplies one row per sequence by every weight, and MKL's product for a few rows
     against a transposed weight reads each weight from memory several times; with the weight as the left operand
-    it streams each weight once. On the AVX2 EPYC (Zen 3) one 16-row SmolLM2 decode step's products took ~147 ms
-    the first way and ~111 ms the second; a 16-rollout group ~6-10 % less time (docs/measurements.md). The same
+    it streams each weight once: about a quarter off a 16-row decode step's products on an AVX2 CPU
+    (docs/measurements.md#rollout-generation-on-cpu). The same
     sums in another order: equal to the bit at most row counts (16, 64) and within ~1e-6 at others; the tested
     generations gave the same tokens (tests/test_generation.py). Applies only to no-gradient passes in fp32
     without autocast, on at most `STREAMED_MAX_ROWS` rows (generation); anything else takes nn.Linear's own."""
@@ -196,10 +196,9 @@ def _prefix_attention(module, query, key, value, attention_mask, dropout=0.0, sc
 def prefix_read_once(model, shared: int):
     """Inside, `model`'s attention reads the first `shared` cache positions once for all rows (`_prefix_attention`)
     where it would read them once per row: what a batch from `generate_shared` holds there. Why: in a decode step
-    every row's query reads every key and value of its row, and the prompt prefix (~290 tokens) is most of them;
-    on the AVX2 EPYC an evaluation batch of 64 rows spent 31 % of its time in attention, reading the same prefix 64
-    times. With it: that batch -22 %, notebook 01's 900-sum evaluation -9 to -12 %, a 16-rollout group -6 %, the
-    same tokens (docs/measurements.md). Only for an fp32 model on a CPU using transformers' sdpa; anything else is
+    every row's query reads every key and value of its row, and the prompt prefix (~290 tokens) is most of them,
+    so a 64-row batch read the same prefix 64 times; with it, the same tokens in about a fifth less time
+    (docs/measurements.md#rollout-generation-on-cpu). Only for an fp32 model on a CPU using transformers' sdpa; anything else is
     left as it is."""
     import torch
     from transformers import AttentionInterface
