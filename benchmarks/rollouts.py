@@ -47,15 +47,17 @@ import traceback
 from pathlib import Path
 
 from benchmarks import figures, limits
+from helpers.recipes import RECIPES
 
 SIZES = {  # size -> model, rollouts in a group, group new tokens, evaluation questions
     "tiny": {"model": "tiny", "rollouts": 4, "new_tokens": 8, "questions": 8},
     "full": {"model": "smollm2-135m", "rollouts": 16, "new_tokens": 100, "questions": 150},
 }
-TEMPERATURE = 0.9            # notebook 01's cpu profile
-EVAL_NEW_TOKENS = 128        # notebook 01's cpu profile (eval_max_new_tokens)
+_CPU = RECIPES["01_grpo_walkthrough"].profiles["cpu"]   # notebook 01's cpu profile, read so the two cannot drift
+TEMPERATURE = _CPU["temperature"]
+EVAL_NEW_TOKENS = _CPU["eval_max_new_tokens"]
 GROUP_PATHS = ("repeated", "shared", "shared_bf16", "trainer_bf16", "trainer_bf16_reused", "continuous_fork")
-FROZEN_LAYERS = 12           # notebook 01's cpu profile (freeze_layers)
+FROZEN_LAYERS = _CPU["freeze_layers"]
 EVAL_PATHS = ("batch8", "shared_b8", "shared_b32", "shared_b64")
 PATHS = GROUP_PATHS + EVAL_PATHS
 BASELINE = {"group": "repeated", "evaluation": "batch8"}
