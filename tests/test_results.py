@@ -256,3 +256,32 @@ def test_typical_minutes_are_within_the_measured_range(notebook):
     runs = [r for r in shipped(notebook) if r["timing"] == "idle"]
     minutes = [r["wall_s"] / 60 if r.get("wall_s") else r["minutes"] for r in runs]
     assert round(min(minutes)) <= RECIPES[notebook].typical_minutes["cpu"] <= round(max(minutes) + 0.5)
+
+
+def results_section(nb: str) -> str:
+    """The text of docs/results.md's section for notebook `nb` ("01")."""
+    page = (ROOT / "docs" / "results.md").read_text()
+    return page.split(f"## Notebook {nb}\n", 1)[1].split("\n## ", 1)[0]
+
+
+SIGNED = re.compile(r"(?<![\w.])[+-]\d+(?:\.\d+)?(?![\w.%])")
+MINUTES = re.compile(r"(\d+(?:\.\d+)?(?:\s*[-–]\s*\d+(?:\.\d+)?)?) minutes")
+
+
+@pytest.mark.parametrize("nb", ["01", "02", "03", "04"])
+def test_notebook_expectations_quote_the_results_page(nb):
+    """A learner's 'what to expect' numbers are the results page's: signed held-out changes as the page gives them,
+    whole-run minutes as one of its minutes figures."""
+    path = next((ROOT / "notebooks").glob(f"{nb}_*.ipynb"))
+    notebook = next(n for n in results.NOTEBOOKS if n.startswith(nb))
+    changes = set(SIGNED.findall(results_section(nb)))
+    for cell in json.loads(path.read_text())["cells"]:
+        text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
+        for paragraph in text.split("\n\n"):
+            if "what to expect" in paragraph.lower():
+                for number in SIGNED.findall(paragraph):
+                    assert number in changes, f"{path.name} quotes {number}; docs/results.md gives {sorted(changes)}"
+            for minutes in MINUTES.findall(paragraph):
+                minutes = re.sub(r"\s*[-–]\s*", "-", minutes)
+                assert minutes in page_minutes(notebook), (
+                    f"{path.name} says {minutes} minutes; docs/results.md gives {sorted(page_minutes(notebook))}")
