@@ -1,0 +1,186 @@
+"""Executed reference runs: what a real run of each notebook looks like, kept under docs/reference-runs/.
+
+    python -m tools.reference_runs                          # every notebook, PROFILE=cpu, 02 before 01
+    python -m tools.reference_runs --notebooks 04_openreward_spec
+    python -m tools.reference_runs --check                  # the index matches runs.json, every page is there
+
+Each notebook runs with papermill (with progress, as `make demo` does) in a runs folder of its own
+(runs/reference/), so notebook 01 starts from the notebook 02 checkpoint this same command trained. What is kept:
+the executed notebook (GitHub shows it with its outputs), the same as one HTML page, and a record in
+docs/reference-runs/runs.json (machine, date, commit, minutes, load) from which the index page is generated.
+Nothing is edited by hand; a page over MAX_BYTES is refused rather than committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tools.notebooks import NOTEBOOKS_DIR, REPO_ROOT, numbered_notebooks
+
+OUT_DIR = REPO_ROOT / "docs" / "reference-runs"
+RECORDS = OUT_DIR / "runs.json"
+INDEX = OUT_DIR / "README.md"
+MAX_BYTES = 5 * 2**20   # per page: a reference run is read in a browser, not downloaded
+ORDER = ["00_openenv_quickstart", "02_sft_warmup", "01_grpo_walkthrough", "03_wordle_rollout_func",
+         "04_openreward_spec"]   # 02 trains the checkpoint 01 starts from
+
+
+def machine() -> str:
+    """This CPU as a learner would compare it with theirs: model, cores, the vector units that decide precision."""
+    model, flags, info = platform.processor() or platform.machine(), set(), {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    if info:
+        model = info.get("model name", model)
+        if "cpu family" in info:   # a virtual machine may name only the vendor ("AMD EPYC")
+            model += f" (family {info['cpu family']}, model {info.get('model', '?')})"
+        flags = set(info.get("flags", "").split())
+    units = "AVX-512 BF16" if "avx512_bf16" in flags else "AVX2 only" if "avx2" in flags else "no AVX2"
+    return f"{model}, {os.cpu_count()} cores, {units}" if flags else f"{model}, {os.cpu_count()} cores"
+
+
+def commit() -> str:
+    """HEAD, marked when the working tree differs from it."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def scrubbed(executed: Path):
+    """The executed notebook without what only works while its kernel runs (a dashboard served on 127.0.0.1,
+    progress-bar widgets): the same cleaning as the demo's HTML report."""
+    import nbformat
+
+    from tools.report import _LOCAL_IFRAME
+
+    nb = nbformat.read(str(executed), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if _LOCAL_IFRAME.search("".join(data.get("text/html", ""))):
+                out = nbformat.v4.new_output("stream", name="stdout", text="[a live dashboard served by the kernel "
+                                             "while it ran; `trackio show` opens the logged metrics]\n")
+            elif "application/vnd.jupyter.widget-view+json" in data:
+                continue
+            kept.append(out)
+        cell.outputs = kept
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def keep(name: str, executed: Path, record: dict, out_dir: Path = OUT_DIR) -> dict:
+    """Write `name`'s executed notebook and its HTML page into `out_dir`; refuse either when over MAX_BYTES."""
+    import nbformat
+
+    from tools.report import render_notebook
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    page_nb, page_html = out_dir / f"{name}.ipynb", out_dir / f"{name}.html"
+    nbformat.write(scrubbed(executed), str(page_nb))
+    render_notebook(page_nb, page_html)
+    sizes = {p.name: p.stat().st_size for p in (page_nb, page_html)}
+    too_big = {k: v for k, v in sizes.items() if v > MAX_BYTES}
+    if too_big:
+        for path in (page_nb, page_html):
+            path.unlink()
+        raise SystemExit(f"{name}: {too_big} over {MAX_BYTES // 2**20} MiB; a reference run must stay small enough "
+                         "to read in a browser (fewer printed rollouts or smaller plots in the notebook)")
+    return {**record, "bytes": sizes}
+
+
+def index(records: dict) -> str:
+    """docs/reference-runs/README.md, from runs.json."""
+    lines = ["# Reference runs: what a run looks like",
+             "",
+             "<!-- Generated by `python -m tools.reference_runs` from runs.json: do not edit by hand. -->",
+             "",
+             "Each notebook run for real with `PROFILE=\"cpu\"` (the offline SmolLM2-135M, local servers), executed top to",
+             "bottom by `python -m tools.reference_runs` and kept with its outputs: the rollouts, the curves, the",
+             "before/after numbers. Open one while your own run trains, or instead of it on a machine too slow to",
+             "finish. GitHub shows the `.ipynb` with its outputs; the `.html` is the same page for a browser. What runs",
+             "show across seeds and machines: [results.md](../results.md).",
+             "",
+             "| notebook | run | minutes | machine | date | commit |",
+             "|---|---|---:|---|---|---|"]
+    for name in ORDER:
+        r = records.get(name)
+        if not r:
+            continue
+        load = f" (load {r['load_before']:.1f} -> {r['load_after']:.1f})" if "load_before" in r else ""
+        lines.append(f"| {name} | [notebook]({name}.ipynb), [html]({name}.html) | {r['seconds'] / 60:.1f} | "
+                     f"{r['machine']}{load} | {r['date']} | {r['commit']} |")
+    return "\n".join(lines) + "\n"
+
+
+def stale(out_dir: Path = OUT_DIR) -> list[str]:
+    """What is wrong with the kept runs: a page missing or too large, an index that does not match runs.json."""
+    records_path, index_path = out_dir / RECORDS.name, out_dir / INDEX.name
+    if not records_path.exists():
+        return [f"{records_path} is missing: run python -m tools.reference_runs"]
+    records = json.loads(records_path.read_text())
+    problems = [f"{name}: {page} missing" for name in records for page in (f"{name}.ipynb", f"{name}.html")
+                if not (out_dir / page).exists()]
+    problems += [f"{p.name}: {p.stat().st_size} bytes, over {MAX_BYTES}" for p in out_dir.glob("*.*")
+                 if p.suffix in (".ipynb", ".html") and p.stat().st_size > MAX_BYTES]
+    if not index_path.exists() or index_path.read_text() != index(records):
+        problems.append(f"{index_path} does not match runs.json: run python -m tools.reference_runs --index")
+    return problems
+
+
+def main(argv=None) -> int:
+    from tools.demo import run_watched
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notebooks", default=",".join(ORDER), help="comma-separated, run in this order")
+    parser.add_argument("--check", action="store_true", help="only check the kept runs and the index")
+    parser.add_argument("--index", action="store_true", help="only rewrite the index from runs.json")
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = stale()
+        print("\n".join(problems) or "reference runs: up to date")
+        return 1 if problems else 0
+    records = json.loads(RECORDS.read_text()) if RECORDS.exists() else {}
+    if not args.index:
+        names = args.notebooks.split(",")
+        known = {p.stem for p in numbered_notebooks()}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            parser.error(f"no notebook {unknown} in {NOTEBOOKS_DIR}; known: {', '.join(sorted(known))}")
+        runs = REPO_ROOT / "runs" / "reference"
+        os.environ["AGENT_RL_RUNS"] = str(runs)   # the kernels inherit it: 01 finds the checkpoint 02 wrote here
+        for name in names:
+            executed = runs / "executed" / f"{name}.ipynb"
+            executed.parent.mkdir(parents=True, exist_ok=True)
+            load_before, started = os.getloadavg()[0], time.perf_counter()
+            print(f"\n=== {name} (PROFILE=cpu) ===", flush=True)
+            run_watched(NOTEBOOKS_DIR / f"{name}.ipynb", executed, {"PROFILE": "cpu"})
+            record = {"profile": "cpu", "seconds": round(time.perf_counter() - started),
+                      "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
+                      "machine": machine(), "date": time.strftime("%Y-%m-%d"), "commit": commit(),
+                      "python": sys.version.split()[0]}
+            records[name] = keep(name, executed, record)
+            RECORDS.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")   # kept as each one ends
+            print(f"=== {name}: {record['seconds'] / 60:.1f} min, kept in {OUT_DIR} ===", flush=True)
+    INDEX.parent.mkdir(parents=True, exist_ok=True)
+    INDEX.write_text(index(records))
+    print(f"index: {INDEX}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
