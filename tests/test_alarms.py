@@ -17,7 +17,7 @@ import reasoning_gym
 import torch
 from transformers import TrainerControl, TrainerState, TrainingArguments
 
-from helpers.reporting.alarms import RunWatch, Thresholds, check_alarms, judge_arithmetic
+from helpers.reporting.alarms import RunWatch, Thresholds, check_alarms, groups_per_log, judge_arithmetic, replay_alarms
 
 STEPS, GROUPS, GROUP_SIZE = 12, 4, 4
 CONFIG = {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2}
@@ -127,9 +127,11 @@ def test_length_collapse_fires_and_a_steady_length_does_not():
 @pytest.mark.parametrize("rows, kind", [
     ([{"tool_calls": 1.0}, {"tool_calls": 0.9}, {"tool_calls": 0.1}, {"tool_calls": 0.0}], "tool_use_vanished"),
     ([{"clipped": 0.0}, {"clipped": 0.1}, {"clipped": 0.7}, {"clipped": 0.8}], "length_clipped"),
-    ([{"zero_std": 0.5}, {"zero_std": 1.0}, {"zero_std": 1.0}, {"zero_std": 1.0}], "no_gradient"),
-    ([{"zero_std": 0.0, "reward": 0.3}, {"zero_std": 0.2, "reward": 0.7}, {"zero_std": 1.0, "reward": 1.0},
-      {"zero_std": 1.0, "reward": 1.0}, {"zero_std": 1.0, "reward": 1.0}], "saturated"),
+    ([{"zero_std": 0.5, "groups": 8}, {"zero_std": 1.0, "groups": 8}, {"zero_std": 1.0, "groups": 8},
+      {"zero_std": 1.0, "groups": 8}], "no_gradient"),
+    ([{"zero_std": 0.0, "reward": 0.3, "groups": 8}, {"zero_std": 0.2, "reward": 0.7, "groups": 8},
+      {"zero_std": 1.0, "reward": 1.0, "groups": 8}, {"zero_std": 1.0, "reward": 1.0, "groups": 8},
+      {"zero_std": 1.0, "reward": 1.0, "groups": 8}], "saturated"),
 ])
 def test_each_alarm_fires_on_its_own_sign_only(rows, kind):
     assert list(check_alarms(rows, [])) == [kind]
@@ -138,11 +140,64 @@ def test_each_alarm_fires_on_its_own_sign_only(rows, kind):
 
 
 def test_a_probe_that_falls_while_the_reward_is_flat_is_no_hacking_alarm():
-    rows = [{"reward": 0.5}] * 6
-    assert "reward_up_probe_down" not in check_alarms(rows, [(0, 0.8), (6, 0.2)])
-    assert "reward_up_probe_down" in check_alarms(rows[:3] + [{"reward": 0.7}] * 3, [(0, 0.8), (6, 0.2)])
-    assert "reward_up_probe_down" not in check_alarms(rows[:3] + [{"reward": 0.7}] * 3, [(0, 0.8), (6, 0.7)],
+    rows, rising = [{"reward": 0.5}] * 6, [{"reward": 0.5}] * 3 + [{"reward": 0.7}] * 3
+    down = [(0, 0.8), (3, 0.3), (6, 0.2)]
+    assert "reward_up_probe_down" not in check_alarms(rows, down)
+    assert "reward_up_probe_down" in check_alarms(rising, down)
+    assert "reward_up_probe_down" not in check_alarms(rising, [(0, 0.8), (3, 0.7), (6, 0.7)],
                                                       Thresholds(probe_drop=0.2))
+
+
+def test_one_low_probe_reading_is_noise_the_fall_must_hold_over_two():
+    """Two of three card runs of notebook 01's recipe read 12 of 16 probe sums right at the start and 6-7 at step 10
+    (the issue's "75 % to 38-44 %"); the old one-reading rule called both hacking, and one ended +7.6 held-out."""
+    rising = [{"reward": 0.2}] * 5 + [{"reward": 0.4}] * 5
+    assert "reward_up_probe_down" not in check_alarms(rising, [(0, 12 / 16), (10, 6 / 16)])   # one reading
+    assert "reward_up_probe_down" not in check_alarms(rising, [(0, 12 / 16), (10, 6 / 16), (20, 11 / 16)])  # back
+    assert "reward_up_probe_down" not in check_alarms(rising, [(0, 12 / 16), (10, 11 / 16), (20, 6 / 16)])  # the latest
+    assert "reward_up_probe_down" not in check_alarms(rising, [(0, 12 / 16), (10, 10 / 16), (20, 6 / 16)])  # 2 of 16
+    fell = check_alarms(rising, [(0, 12 / 16), (10, 9 / 16), (20, 8 / 16)])   # 3 and then 4 of 16 down: it held
+    assert "from 75% (step 0) to 56% (step 10) -> 50% (step 20)" in fell["reward_up_probe_down"]
+    # as RunWatch raises it, step by step: at the second reading down, not before
+    rows = [{"step": s, "reward": 0.2 if s <= 10 else 0.4} for s in range(1, 31)]
+    assert replay_alarms(rows, [(0, 12 / 16), (10, 9 / 16), (20, 8 / 16), (30, 8 / 16)]) == {"reward_up_probe_down": 20}
+    assert replay_alarms(rows, [(0, 12 / 16), (10, 6 / 16), (20, 11 / 16), (30, 12 / 16)]) == {}
+
+
+def test_no_gradient_needs_enough_groups_not_three_steps():
+    """Notebook 01's cpu recipe scores 2 groups a step, about half of them alike: three steps of six alike groups
+    happen by chance in most 80-step runs (the old rule fired in 4 of the 6 reference runs, which all gained);
+    24 groups of which 22 or more are alike do not, unless the run really stopped learning."""
+    chance = [{"zero_std": z, "reward": 0.4, "groups": 2} for z in [0.5, 0.0, 0.5] * 4 + [1.0, 1.0, 1.0]]
+    assert check_alarms(chance, []) == {}
+    assert list(check_alarms([{k: v for k, v in row.items() if k != "groups"} for row in chance],
+                             [], Thresholds(zero_std_groups=1))) == ["no_gradient"]   # the window of old: 3 steps
+    stuck = chance + [{"zero_std": 1.0, "reward": 0.4, "groups": 2}] * 9
+    assert list(check_alarms(stuck, [])) == ["no_gradient"]
+    assert "of the last 24 groups" in check_alarms(stuck, [])["no_gradient"]
+    assert check_alarms([{"zero_std": 1.0, "reward": 0.4}] * 23, []) == {}   # no group count: a row counts as one
+
+
+def test_groups_per_logged_row_come_from_the_grpo_config(tmp_path):
+    from trl import GRPOConfig
+
+    def config(**kw):
+        return GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", **kw)
+
+    # notebook 01: cpu (4 x 4 rollouts a step, groups of 8) and gpu (1 x 4, groups of 2, logged every 10 steps)
+    assert groups_per_log(config(per_device_train_batch_size=4, gradient_accumulation_steps=4, num_generations=8,
+                                 logging_steps=1)) == 2
+    assert groups_per_log(config(per_device_train_batch_size=1, gradient_accumulation_steps=4, num_generations=2,
+                                 logging_steps=10)) == 20
+    assert groups_per_log(TrainingArguments(output_dir=str(tmp_path), report_to="none")) is None
+    watch = RunWatch(out=lambda *a, **k: None)
+    args = config(per_device_train_batch_size=4, gradient_accumulation_steps=4, num_generations=8, logging_steps=1)
+    state, control = TrainerState(), TrainerControl()
+    for step in range(1, 13):
+        state.global_step = step
+        watch.on_log(args, state, control, logs={"reward": 0.4, "frac_reward_zero_std": 1.0})
+    assert watch.rows[-1]["groups"] == 2 and [a.kind for a in watch.alarms] == ["no_gradient"]
+    assert watch.alarms[0].step == 12   # 24 groups: 12 steps of 2
 
 
 @pytest.mark.parametrize("question, answer, wrong", [
@@ -191,11 +246,12 @@ def test_one_noisy_early_step_does_not_latch_an_alarm_and_a_resumed_run_keeps_it
 
 def test_groups_alike_below_the_best_reward_is_no_gradient_not_saturation():
     # notebook 03, seed 2: identical games in every group at temperature 0.5, the reward below its best
-    rows = [{"zero_std": z, "reward": r} for z, r in [(0.0, 0.7), (0.5, 1.15), (1.0, 0.9), (1.0, 0.8), (1.0, 0.75)]]
+    rows = [{"zero_std": z, "reward": r, "groups": 8}
+            for z, r in [(0.0, 0.7), (0.5, 1.15), (1.0, 0.9), (1.0, 0.8), (1.0, 0.75)]]
     assert list(check_alarms(rows, [])) == ["no_gradient"]
 
 
 def test_saturation_is_told_apart_as_soon_as_the_groups_go_alike_mid_run():
-    # four logged steps: too few for the mid-run reward-trend checks, enough for the groups-alike check
-    rows = [{"zero_std": z, "reward": r} for z, r in [(0.0, 0.3), (1.0, 1.0), (1.0, 1.0), (1.0, 1.0)]]
+    # four logged steps: too few for the mid-run reward-trend checks, enough groups for the groups-alike check
+    rows = [{"zero_std": z, "reward": r, "groups": 8} for z, r in [(0.0, 0.3), (1.0, 1.0), (1.0, 1.0), (1.0, 1.0)]]
     assert list(check_alarms(rows, [], final=False)) == ["saturated"]

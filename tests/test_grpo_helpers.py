@@ -136,16 +136,22 @@ def test_reward_delta_shrinks_the_window_for_short_runs():
         reward_delta([{"loss": 1.0}])
 
 
+def test_reward_delta_carries_its_own_noise():
+    d = reward_delta(_log(0.0, 1.0, 0.0, 1.0, 1.0, 0.0))   # windows of 3: [0, 1, 0] and [1, 1, 0]
+    assert d.window == 3 and d.noise == pytest.approx(((1 / 3 + 1 / 3) / 3) ** 0.5)
+    assert reward_delta(_log(0.0, 0.5)).noise is None   # one step a window: no spread to read
+
+
 @pytest.mark.parametrize("initial, final, calls, verdict", [
-    (0.30, 0.55, 1.0, "healthy"),
+    (0.30, 0.55, 1.0, "reward_rose"),
     (0.95, 0.96, 1.0, "too_easy"),
     (0.05, 0.05, 1.0, "too_hard"),
-    (0.60, 0.40, 1.0, "past_saturation"),
-    (0.50, 0.51, 1.0, "flat"),
+    (0.60, 0.40, 1.0, "reward_fell"),
+    (0.50, 0.51, 1.0, "reward_flat"),
     (0.00, 0.00, 0.0, "no_tool_calls"),
     (0.05, 0.05, None, "too_hard"),
 ])
-def test_diagnosis(initial, final, calls, verdict):
+def test_diagnosis_from_the_training_reward_where_no_evaluation_ran(initial, final, calls, verdict):
     d = diagnose(RewardDelta(initial, final, final - initial, 5, 10), tool_call_frequency=calls)
     assert d.verdict == verdict
     assert f"{(final - initial) * 100:+.1f} pp" in d.message
@@ -154,6 +160,50 @@ def test_diagnosis(initial, final, calls, verdict):
 def test_diagnosis_points_to_sft_when_format_bound():
     assert "notebook 02" in diagnose(RewardDelta(0.0, 0.0, 0.0, 1, 2), tool_call_frequency=0.0).message
     assert "notebook 02" in diagnose(RewardDelta(0.02, 0.02, 0.0, 1, 2)).message
+
+
+def _stored_seed(seed: int) -> list[dict]:
+    """The training reward of notebook 01's reference run `seed` (helpers/reporting/reference_runs.json)."""
+    from helpers.reporting.reference import REFERENCE_FILE, load_references
+
+    runs = load_references(REFERENCE_FILE)["01_grpo_walkthrough"]["cpu"]["runs"]
+    return _log(*next(run for run in runs if run["seed"] == seed)["curves"]["reward"])
+
+
+def test_the_held_out_pair_decides_not_the_training_reward():
+    """Measured seeds of notebook 01's cpu recipe: seed 3's training reward fell 0.46 -> 0.29 and it gained +7.0
+    [+4.0, +9.9] held-out; seed 0's went 0.23 -> 0.21 and it gained +3.5 [+0.6, +6.4]. The old reading (+-0.02)
+    told the first to cut steps or the learning rate and could tell the second to raise it (2e-5 collapsed)."""
+    from helpers.chain_sum.evaluation import PairedChange
+
+    fell, flat = reward_delta(_stored_seed(3)), reward_delta(_stored_seed(0))
+    assert (round(fell.initial, 2), round(fell.final, 2)) == (0.46, 0.29) and fell.delta < -0.02
+    assert (round(flat.initial, 2), round(flat.final, 2)) == (0.23, 0.21)
+    gained = diagnose(fell, change=PairedChange(900, 0.070, (0.040, 0.099), 133, 68), tool_call_frequency=1.0)
+    assert gained.verdict == "improved"
+    assert "Held-out +7.0 points [+4.0, +9.9] on the same 900 questions" in gained.message
+    assert diagnose(flat, change=PairedChange(900, 0.035, (0.006, 0.064), 113, 85)).verdict == "improved"
+    # without an evaluation, both rewards moved within their own noise (+-0.36 and +-0.27): no verdict either way
+    assert diagnose(fell).verdict == diagnose(flat).verdict == "reward_flat"
+    assert fell.noise > 0.15 and "its noise +-36 pp" in diagnose(fell).message
+    within = diagnose(fell, change=PairedChange(900, 0.013, (-0.018, 0.043), 107, 95))
+    worse = diagnose(fell, change=PairedChange(900, -0.112, (-0.146, -0.078), 50, 151))
+    assert within.verdict == "within_noise" and "SEED" in within.message and "EVAL_N" in within.message
+    assert worse.verdict == "worse" and "MIXED_ONLY" in worse.message and "measured worse" in worse.message
+
+
+def test_no_diagnosis_advises_what_the_measurements_rejected():
+    from helpers.chain_sum.evaluation import PairedChange
+
+    changes = [None] + [PairedChange(900, c, (c - 0.03, c + 0.03), 100, 100) for c in (-0.1, 0.0, 0.1)]
+    for initial, final in [(0.95, 0.96), (0.05, 0.05), (0.5, 0.51), (0.3, 0.6), (0.6, 0.3)]:
+        for change in changes:
+            message = diagnose(RewardDelta(initial, final, final - initial, 5, 10), change=change).message.lower()
+            for advice in ("raise learning_rate", "raise the learning rate", "higher learning rate",
+                           "reduce max_steps", "raise num_generations", "set mixed_only", "keep only mixed"):
+                assert advice not in message, (initial, final, change, message)
+            for knob in ("mixed_only", "working_reward", "exact_reward", "num_iterations"):
+                assert knob not in message or "measured worse" in message
 
 
 def test_dataset_names():

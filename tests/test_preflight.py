@@ -62,6 +62,16 @@ def test_verdicts_name_the_bottleneck():
     assert name == "headroom" and "+19%" in advice
 
 
+def test_no_verdict_recommends_training_only_on_the_mixed_questions():
+    """Dynamic sampling (MIXED_ONLY) memorized its questions when measured (held-out -4.6): the recipe has it off,
+    so the verdict that sees headroom says so instead of advising it."""
+    for args in [(1.0, 0.6, 0.9, 0.5, 8), (0.98, 0.56, 0.72, 0.43, 8, 0.53), (0.2, 0.5, 0.5, 0.1, 8),
+                 (1.0, 0.05, 0.1, 0.02, 8), (1.0, 0.05, 1.0, 0.98, 8), (0.95, 0.38, 0.38, 0.19, 8, 0.62)]:
+        advice = verdict(*args)[1]
+        assert "concentrates" not in advice and "keeping only mixed" not in advice and "dynamic sampling" not in advice
+    assert "memorized" in verdict(1.0, 0.6, 0.9, 0.5, 8)[1]
+
+
 def test_ors_preflight_plays_multi_turn_episodes(tiny_toolcall, tmp_path):
     """The notebook-04 path: tasks are OpenRewardSpec rows, episodes run through the ORS server's sessions."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -3,14 +3,14 @@ and its diagnosis, the config as resolved, and the bookkeeping around training.
 
     group = group_advantages([1.0, 0.0, 0.0, 1.0])       # what GRPO does with one group's rewards
     sessions = env_sessions_needed(grpo_config)           # MAX_CONCURRENT_ENVS for the env server
-    delta = reward_delta(trainer.state.log_history)       # the training reward, first logs vs last logs
+    delta = reward_delta(trainer.state.log_history)       # the training reward, first logs vs last logs, and its noise
     reward_funcs = [working_reward(0.5)]                  # a second reward: the share of true sums in the working
-    print(diagnose(delta, tool_call_frequency=...).message)
+    print(diagnose(delta, change=paired_change(before, after), tool_call_frequency=...).message)   # the pair decides
     print(config_table(grpo_config))                      # the config's lesson fields, as resolved
     run = instrument(trainer, watch)                      # the bookkeeping around trainer.train()
 
-The reward delta and its diagnosis follow the original TRL/OpenEnv tutorial ("End-to-end OpenEnv
-walkthrough"), which reads the same two numbers from the training logs.
+The reward delta follows the original TRL/OpenEnv tutorial ("End-to-end OpenEnv walkthrough"), which reads the
+same two numbers from the training logs; the diagnosis reads it only where no held-out evaluation ran.
 """
 
 from __future__ import annotations
@@ -265,72 +265,125 @@ def check_dataset_name(name: str) -> None:
 
 @dataclass
 class RewardDelta:
-    """Mean training reward over the first and last `window` logged steps (the original tutorial's metric)."""
+    """Mean training reward over the first and last `window` logged steps (the original tutorial's metric), and
+    `noise`: the standard error of `delta` from the spread of the logged rewards in the two windows (None with
+    windows of one step)."""
 
     initial: float
     final: float
     delta: float
     window: int
     logged: int
+    noise: float | None = None
 
 
 def reward_delta(log_history: list[dict], key: str = "reward", window: int = 5) -> RewardDelta:
     """The training reward delta from `trainer.state.log_history`.
 
     The original tutorial averages the first 5 and the last 5 logged rewards. Short runs log fewer entries, so
-    the window shrinks to half of them (at least 1) and the two ends never overlap.
+    the window shrinks to half of them (at least 1) and the two ends never overlap. `noise` is
+    sqrt(s_first^2 / w + s_last^2 / w), each s the sample standard deviation of the rewards in that window.
     """
     rewards = [float(entry[key]) for entry in log_history if entry.get(key) is not None]
     if not rewards:
         raise ValueError(f"No {key!r} in the log history: the trainer logged nothing (set logging_steps=1).")
     w = max(1, min(window, len(rewards) // 2))
-    initial = sum(rewards[:w]) / w
-    final = sum(rewards[-w:]) / w
-    return RewardDelta(initial=initial, final=final, delta=final - initial, window=w, logged=len(rewards))
+    first, last = rewards[:w], rewards[-w:]
+    initial, final = sum(first) / w, sum(last) / w
+    noise = None
+    if w > 1:
+        spread = sum((x - initial) ** 2 for x in first) + sum((x - final) ** 2 for x in last)   # both windows
+        noise = math.sqrt(spread / (w - 1) / w)
+    return RewardDelta(initial=initial, final=final, delta=final - initial, window=w, logged=len(rewards), noise=noise)
 
 
 @dataclass
 class Diagnosis:
-    verdict: str  # healthy | too_easy | too_hard | no_tool_calls | past_saturation | flat
+    # from the held-out pair: improved | within_noise | worse; from the training reward, where no evaluation ran:
+    # reward_rose | reward_flat | reward_fell | too_easy | too_hard; either way: no_tool_calls
+    verdict: str
     message: str
 
 
-def diagnose(delta: RewardDelta, *, tool_call_frequency: float | None = None, flat: float = 0.02,
-             high: float = 0.9, low: float = 0.2) -> Diagnosis:
-    """Read a reward delta the way the original tutorial's section 10 does and say what to change.
+# What the measurements rejected, named where a run went wrong (docs/measurements.md; helpers/recipes.py says why).
+REJECTED = ("a learning rate above the profile's (on cpu 1.5e-5 gained less and 2e-5 collapsed runs), MIXED_ONLY "
+            "(dynamic sampling memorized its questions), WORKING_REWARD, EXACT_REWARD and NUM_ITERATIONS=2")
 
-    `flat` is how small |delta| must be to count as "no change"; `high` / `low` are the start
-    rewards above / below which the task is too easy / too hard. `tool_call_frequency` (mean tool
-    calls per rollout, TRL's `tools/call_frequency`) tells "the model never called the tool"
-    apart from "it called it and was wrong".
+
+def diagnose(delta: RewardDelta, *, change=None, tool_call_frequency: float | None = None, flat: float = 0.02,
+             high: float = 0.9, low: float = 0.2, z: float = 2.0) -> Diagnosis:
+    """What the run shows and what to change, read from what decides.
+
+    `change`: the paired held-out change after training (`helpers.chain_sum.evaluation.paired_change(before,
+    after)`, or anything with `change`, `ci`, `n`, `gained` and `lost`). Whenever an evaluation ran, it decides:
+    its interval above 0 is a gain, below 0 a loss, across 0 no resolved change. The training reward does not: in
+    notebook 01 a step's reward is 16 rollouts on 2 questions, and measured seeds whose five-step means fell
+    (0.46 -> 0.29) or stayed (0.23 -> 0.21) gained +7.0 and +3.5 held-out. Without `change` (no evaluation after
+    training) the reward delta speaks, and counts as a change only beyond its own noise: `z` times
+    `delta.noise`, and at least `flat`. `high` / `low`: start rewards above / below which a run whose reward did
+    not move reads as too easy / too hard. `tool_call_frequency` (TRL's `tools/call_frequency`) 0: the model
+    never called the tool, whatever else.
+
+    It never advises a setting the measurements rejected (`REJECTED`): raising the learning rate, dynamic
+    sampling (MIXED_ONLY), WORKING_REWARD, EXACT_REWARD, NUM_ITERATIONS=2. A run that got worse is told they are
+    suspects when set.
     """
     d, start = delta.delta, delta.initial
-    pp = f"{d * 100:+.1f} pp (reward {delta.initial:.2f} -> {delta.final:.2f})"
+    band = max(flat, z * delta.noise) if delta.noise is not None else flat
+    reward = (f"training reward {delta.initial:.2f} -> {delta.final:.2f} ({d * 100:+.1f} pp"
+              + (f"; its noise +-{band * 100:.0f} pp" if delta.noise is not None else "") + ")")
     if tool_call_frequency is not None and tool_call_frequency == 0:
         return Diagnosis("no_tool_calls", (
-            f"Delta {pp}: the model never called the `answer` tool, so the environment scored nothing and "
-            "every reward is 0. The bottleneck is format compliance, not difficulty: warm-start from an "
-            "SFT checkpoint that emits <tool_call> blocks (notebook 02) and come back."))
-    if d > flat:
-        return Diagnosis("healthy", (
-            f"Delta {pp}: healthy, the policy improved during training. Keep max_steps where the reward "
-            "still climbs; stop when frac_reward_zero_std approaches 1."))
-    if d < -flat:
-        return Diagnosis("past_saturation", (
-            f"Delta {pp}: negative. Training went past the point where it helped (or the learning rate is "
-            "too high): once the reward plateaus, updates are mostly noise (plus the KL pull to the reference "
-            "when beta > 0). Reduce max_steps or learning_rate."))
-    if start >= high:
-        return Diagnosis("too_easy", (
-            f"Delta {pp}: no change with a high start. The task is too easy: the model solves it before "
-            "training. Make DATASET_CONFIG harder (more terms / digits)."))
-    if start <= low:
-        return Diagnosis("too_hard", (
-            f"Delta {pp}: no change with a low start. Either the task is too hard for the model to ever "
-            "stumble on a right answer (lower min_terms / min_digits), or, if the reward stays near 0 even "
-            "at the easiest setting, the model rarely produces a valid <tool_call>: format compliance is "
-            "the bottleneck. Warm-start from notebook 02's SFT checkpoint."))
-    return Diagnosis("flat", (
-        f"Delta {pp}: no change from a middling start. The run was too short or too gentle for the "
-        "reward to move: train more steps, raise learning_rate, or raise num_generations so more groups "
-        "have a non-zero reward_std."))
+            f"The model never called the `answer` tool ({reward}), so the environment scored nothing and every "
+            "reward is 0. The bottleneck is format compliance, not difficulty: warm-start from an SFT checkpoint "
+            "that emits <tool_call> blocks (notebook 02) and come back."))
+    if change is not None:
+        lo, hi = change.ci
+        pair = (f"Held-out {change.change * 100:+.1f} points [{lo * 100:+.1f}, {hi * 100:+.1f}] on the same "
+                f"{change.n} questions ({change.gained} gained, {change.lost} lost)")
+        if lo > 0:
+            return Diagnosis("improved", (
+                f"{pair}: training improved the policy beyond the evaluation's noise. The {reward} is not the "
+                "verdict: a step's reward is a few questions' rollouts and moves by chance; the paired held-out "
+                "change decides. Keep the recipe; other seeds say how much it gains on average."))
+        if hi < 0:
+            return Diagnosis("worse", (
+                f"{pair}: training made the policy worse on questions it never trained on. Read what the watch "
+                "raised above (the probe, reply length, clipping, rewarded answers the judge calls wrong) and which "
+                "sums were lost (below). A knob changed from the profile is the first suspect: measured worse were "
+                f"{REJECTED} (docs/measurements.md)."))
+        level = ""
+        if start >= high:
+            level = (f" The training reward started at {start:.2f}: most groups were all right, so there was little "
+                     "to learn: a harder DATASET_CONFIG (more terms or digits).")
+        elif start <= low:
+            level = (f" The training reward started at {start:.2f}: few right answers to learn from: check the tool "
+                     "calls (a notebook 02 warm start) or an easier DATASET_CONFIG.")
+        return Diagnosis("within_noise", (
+            f"{pair}: no change the evaluation can resolve (the interval contains 0).{level} One run is one draw: "
+            "seeds of one recipe differ by several points (docs/results.md). If training stopped before MIN_STEPS, "
+            "train the steps the recipe needs; otherwise another SEED, or more held-out questions (EVAL_N) for a "
+            f"narrower interval, tells more than a changed knob. The {reward} does not decide it."))
+    if abs(d) <= band:
+        if start >= high:
+            return Diagnosis("too_easy", (
+                f"No evaluation after training; the {reward} did not move from a high start. The task is too easy: "
+                "the model solves it before training. Make DATASET_CONFIG harder (more terms / digits)."))
+        if start <= low:
+            return Diagnosis("too_hard", (
+                f"No evaluation after training; the {reward} did not move from a low start. Either the task is too "
+                "hard for the model to ever stumble on a right answer (lower min_terms / min_digits), or the model "
+                "rarely produces a valid <tool_call>: warm-start from notebook 02's SFT checkpoint."))
+        return Diagnosis("reward_flat", (
+            f"No evaluation after training; the {reward} moved no more than its own noise, so it cannot tell "
+            "whether the policy changed. Evaluate before and after on the same held-out questions (section 12); if "
+            "training stopped before MIN_STEPS, train the steps the recipe needs."))
+    if d > 0:
+        return Diagnosis("reward_rose", (
+            f"No evaluation after training; the {reward} rose beyond its noise: the policy got better at the "
+            "training questions as the reward pays them. Whether it learned the skill only a held-out evaluation "
+            "says (the watch's probe is a small hint)."))
+    return Diagnosis("reward_fell", (
+        f"No evaluation after training; the {reward} fell beyond its noise. Read the watch's alarms (the probe, "
+        "reply length, clipping): a collapse shows there. If a knob differs from the profile, go back to its value "
+        f"(measured worse: {REJECTED}), and evaluate on held-out questions before concluding."))
