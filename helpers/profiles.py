@@ -22,7 +22,7 @@ import difflib
 from helpers import THREADS_IN_EFFECT
 from helpers.compute.hardware import card_class, detect_gpu, plan_memory
 from helpers.recipes import CARD_RECIPES, RECIPES
-from helpers.compute.threads import describe as describe_threads
+from helpers.compute.threads import busy_machine, describe as describe_threads
 
 PROFILE_NAMES = ("tiny", "cpu", "gpu")
 
@@ -145,6 +145,9 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
         how = "given" if profile else "picked by hardware"
         print(f"PROFILE = {name!r} ({how}); overridden: {', '.join(overridden) or 'nothing'}")
         print(describe_threads(THREADS_IN_EFFECT))
+        busy = busy_machine()   # another notebook's kernel still training on these cores: say so, once
+        if busy:
+            print(busy)
         if card:
             print(f"this {gpu.memory_gib:.0f} GiB card ({card_class(gpu.memory_gib)} class) sets: "
                   + ", ".join(f"{k}={v!r}" for k, v in card.items()))

@@ -249,3 +249,66 @@ def test_a_release_regenerates_badges_and_installs_with_its_tag(tmp_path):
 
     [variant] = generate_all(tmp_path, [numbered_notebooks()[0]], ref="v9.9.9")
     assert colab_refs(variant) == {"badge": {"v9.9.9"}, "install": {"v9.9.9"}, "source": {"v9.9.9"}}
+
+
+# --- every link opens from Colab, and the first cells say which recipe runs ---------------------------------------
+
+_ANY_LINK = re.compile(r"!?\[[^\]\n]*\]\(([^)\s]+)|^\s{0,3}\[[^\]\n]+\]:\s*(\S+)|(?:href|src)=\"([^\"]+)\"", re.M)
+
+
+def markdown_links(path) -> list[str]:
+    return [next(g for g in m.groups() if g) for c in _cells(path) if c["cell_type"] == "markdown"
+            for m in _ANY_LINK.finditer(_source(c))]
+
+
+@pytest.mark.parametrize("variant", sorted(COLAB_DIR.glob("*.ipynb")), ids=lambda p: p.stem)
+def test_every_link_in_a_colab_copy_is_absolute_or_an_in_page_anchor(variant):
+    """A relative link (`../docs/guide.md`) resolves against colab.research.google.com in Colab: a 404."""
+    links = markdown_links(variant)
+    assert links, f"{variant.name}: no links found (the pattern broke?)"
+    relative = [u for u in links if not re.match(r"https?://|#", u)]
+    assert not relative, f"{variant.name}: links that do not open from Colab: {relative}"
+
+
+def test_relative_links_become_github_urls_at_the_badges_ref(tmp_path):
+    from tools.colab import absolute_links, absolute_url
+
+    ref = "v9.9.9"
+    base = "https://github.com/agent-rl-notebooks/agent-rl-notebooks"
+    assert absolute_url("../docs/guide.md#troubleshooting", ref) == f"{base}/blob/{ref}/docs/guide.md#troubleshooting"
+    assert absolute_url("docs/results.md", ref) == f"{base}/blob/{ref}/docs/results.md"            # from the root
+    assert absolute_url("../notebooks/02_sft_warmup.ipynb", ref) == f"{base}/blob/{ref}/notebooks/02_sft_warmup.ipynb"
+    assert absolute_url("../helpers/", ref) == f"{base}/tree/{ref}/helpers"
+    for kept in ("#section-3", "https://huggingface.co/x", "mailto:a@b.c"):
+        assert absolute_url(kept, ref) == kept
+    text = absolute_links('See [the guide](../docs/guide.md) and <a href="../docs/gpu.md">gpu</a>.\n[r]: docs/x.md', ref)
+    assert "](../" not in text and 'href="../' not in text and f"[r]: {base}/blob/{ref}/docs/x.md" in text
+    notebook = numbered_notebooks()[1]
+    [variant] = generate_all(tmp_path, [notebook], ref=ref)
+    ours = [u for u in markdown_links(variant) if "agent-rl-notebooks/agent-rl-notebooks" in u]
+    assert len(ours) > 3 and all("/v9.9.9/" in u for u in ours), ours      # the badge, the source, the docs
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_first_cells_say_which_recipe_runs_and_its_measured_minutes(notebook):
+    from tools import results
+
+    first = "\n".join(_source(c) for c in _cells(COLAB_DIR / notebook.name)[:3] if c["cell_type"] == "markdown")
+    assert "**Which recipe runs here.**" in first
+    if notebook.stem not in results.NOTEBOOKS:
+        assert "Nothing trains in this notebook" in first
+        return
+    assert "runs the `gpu` recipe" in first and "original tutorial's" in first and "**not measured**" in first
+    assert '`PROFILE = "cpu"` on any runtime' in first and "picks `gpu` only where CUDA is available" in first
+    section = results.render().split(f"## Notebook {notebook.name[:2]}\n", 1)[1].split("<details>", 1)[0]
+    said = re.findall(r"(\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?) minutes", first)
+    assert said, first
+    for minutes in said:
+        assert minutes in section, f"{notebook.name}: {minutes} minutes is not on docs/results.md"
+    card = [r for r in results.load_runs()["runs"] if r["notebook"] == notebook.stem and r["hardware"] == "gpu"]
+    if not card:
+        assert "it was not run on a card" in first
+    elif notebook.name.startswith("02"):
+        assert "on a card it took 1.5 minutes on an H200" in first
+    else:
+        assert "not timed alone" in first

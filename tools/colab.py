@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import posixpath
 import re
 import sys
 import tempfile
@@ -195,6 +196,90 @@ def start_point(notebook: str) -> str:
     return " ".join(lines)
 
 
+def _nb_minutes(records, notebook: str, hardware: str) -> str | None:
+    """The minutes docs/results.md gives `notebook` on `hardware` as shipped (idle range first), or None."""
+    from tools import results
+
+    summary = results.shipped_summary(records, notebook, hardware)
+    if summary is None and hardware == "gpu":   # a card ran the cpu recipe with other knobs (no time budget)
+        runs = [r for r in records if r["notebook"] == notebook and r["hardware"] == "gpu" and r["profile"] == "cpu"]
+        summary = results.summarize(runs) if runs else None
+    if summary is None:
+        return None
+    if summary["idle_minutes"]:
+        return results.fmt_range(*summary["idle_minutes"]) + " minutes"
+    return results.minutes_text(summary)
+
+
+def recipe_note(notebook: str) -> str:
+    """Which recipe a runtime runs and what docs/results.md measured of it, with its minutes (computed from
+    docs/runs.json, as results.md is), for the first cells of the Colab copy of `notebook`."""
+    from tools import results
+
+    if notebook not in results.NOTEBOOKS:
+        return ("**Which recipe runs here.** Nothing trains in this notebook: every `PROFILE` runs the same lessons "
+                "(it only sets how long the sandbox lets a submission run), on a GPU or a CPU runtime alike; it is "
+                "not timed in [docs/results.md](../docs/results.md).")
+    records = results.load_runs()["runs"]
+    nb = notebook[:2]
+    card = [r for r in records if r["notebook"] == notebook and r["hardware"] == "gpu"]
+    name = next((m.group(0) for r in card for m in [re.search(r"NVIDIA \w+", r["machine"])] if m), None)
+    gpu_minutes = _nb_minutes(records, notebook, "gpu")
+    if gpu_minutes and name:
+        short = name.replace("NVIDIA ", "")
+        on_card = (f"on a card ({short}) it was {gpu_minutes}: other runs shared the card"
+                   if gpu_minutes.startswith("not timed") else f"on a card it took {gpu_minutes} on an {short}")
+    else:
+        on_card = "it was not run on a card"
+    avx512 = _nb_minutes(records, notebook, "cpu-avx512")
+    avx2 = _nb_minutes(records, notebook, "cpu-avx2")
+    stopped = any(r["notebook"] == notebook and r["hardware"] == "cpu-avx2" and str(r.get("outcome", "")).startswith("stopped")
+                  for r in records)
+    cpu = f"{avx512} on 2 idle cores of an AVX-512 CPU" if avx512 else "not timed on 2 cores"
+    if avx2:
+        cpu += f", {avx2} on an AVX2-only CPU"
+    elif stopped:
+        cpu += "; an AVX2-only CPU stops its training after the time estimate, and says which TRAIN_MINUTES to set"
+    return (f"**Which recipe runs here.** On a GPU runtime this copy runs the `gpu` recipe (`PROFILE = \"gpu\"`, "
+            f"the default below): the original tutorial's, whose learning is **not measured** in this project "
+            f"([docs/results.md](../docs/results.md#notebook-{nb}): the Colab T4 row is estimated, not measured). "
+            f"The measured path is `PROFILE = \"cpu\"` on any runtime (set `INSTALL_OFFLINE_MODELS = True` in the "
+            f"set-up cell): {on_card}. A free Colab **CPU** runtime runs `cpu` too: set `PROFILE = \"cpu\"`, or "
+            f"`None`, which picks `gpu` only where CUDA is available. There it takes what 2 cores take: {cpu} "
+            f"(docs/results.md; which CPU a Colab runtime lends is not measured).")
+
+
+_MD_LINK = re.compile(r"(!?)(\[[^\]\n]*\]\()([^)\s]+)((?:\s+\"[^\"]*\")?\))")
+_REF_LINK = re.compile(r"^(\s{0,3}\[[^\]\n]+\]:\s*)(\S+)", re.M)
+_HTML_LINK = re.compile(r"((?:href|src)=\")([^\"]+)(\")")
+
+
+def absolute_url(url: str, ref: str = COLAB_REF, base: str = "notebooks", image: bool = False) -> str:
+    """`url` as written in a notebook under `base`/, made absolute: a relative path (`../docs/guide.md#x`,
+    `docs/...`) becomes this repository's GitHub page at `ref` (a file: blob, a folder: tree, an image: raw).
+    Absolute URLs, mail links and in-page anchors stay as they are."""
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:|#|//", url):
+        return url
+    path, hash_, fragment = url.partition("#")
+    target = posixpath.normpath(posixpath.join(base, path))
+    if not (REPO_ROOT / target).exists() and path and (REPO_ROOT / path.split("/")[0]).exists():
+        target = posixpath.normpath(path)   # written from the repository's root (`docs/...`)
+    if target.startswith(".."):
+        raise ValueError(f"link {url!r} leaves the repository")
+    if image:
+        return f"https://raw.githubusercontent.com/{GITHUB_REPO}/{ref}/{target}"
+    kind = "tree" if (REPO_ROOT / target).is_dir() else "blob"
+    return f"https://github.com/{GITHUB_REPO}/{kind}/{ref}/{target}{hash_}{fragment}"
+
+
+def absolute_links(markdown: str, ref: str = COLAB_REF) -> str:
+    """Every link of a Colab copy's markdown cell opens from Colab: relative ones become GitHub URLs at `ref`."""
+    markdown = _MD_LINK.sub(lambda m: m.group(1) + m.group(2) + absolute_url(m.group(3), ref, image=bool(m.group(1)))
+                            + m.group(4), markdown)
+    markdown = _REF_LINK.sub(lambda m: m.group(1) + absolute_url(m.group(2), ref), markdown)
+    return _HTML_LINK.sub(lambda m: m.group(1) + absolute_url(m.group(2), ref) + m.group(3), markdown)
+
+
 def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, str]]:
     """The (kind, source) cells of the Colab variant of `notebook`, opened from and installing from `ref`."""
     notebook = Path(notebook)
@@ -206,7 +291,8 @@ def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, s
         if index == 0:
             first = _first_cell(source, notebook.name, ref) if cell["cell_type"] == "markdown" else None
             cells += [("md", first)] if first else [("md", _first_cell("", notebook.name, ref)), ("code", source)]
-            note = "\n\n".join(part for part in (SETUP_NOTE, start_point(notebook.stem)) if part)
+            note = "\n\n".join(part for part in (recipe_note(notebook.stem), SETUP_NOTE, start_point(notebook.stem))
+                                 if part)
             cells += [("md", note), ("code", install_cell(ref))]
         elif "parameters" in tags:
             cells.append(("parameters", colab_parameters(source)))
@@ -219,7 +305,7 @@ def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, s
             cells += [("more-parameters", source), *added]
         else:
             cells.append(("md" if cell["cell_type"] == "markdown" else "code", source))
-    return cells
+    return [(kind, absolute_links(source, ref) if kind == "md" else source) for kind, source in cells]
 
 
 def write_variant(notebook: str | Path, out_dir: str | Path = COLAB_DIR, ref: str = COLAB_REF) -> Path:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 import os
+import platform
+import sys
 from dataclasses import dataclass, field
 
 from helpers.recipes import RECIPES
@@ -37,6 +39,13 @@ class GPU:
     name: str
     memory_gib: float
     capability: tuple[int, int]
+
+
+def apple_silicon() -> bool:
+    """True on an arm64 Mac (M1, M2, ...). The notebooks train there on the CPU: `load_policy` puts the model on
+    CUDA or the CPU, never on Apple's MPS, and the trainers get `use_cpu=True` (helpers.reporting.tracking), so
+    nothing runs on a device this project has not measured. docs/workshop.md#macos-and-apple-silicon lists the rest."""
+    return sys.platform == "darwin" and platform.machine() == "arm64"
 
 
 def cuda_precision(capability: tuple[int, int]) -> str:

@@ -16,6 +16,10 @@ lr 1e-6 changes only a few percent of them.
 - CPU: time a few forward+backward passes of the actual model in fp32 and under bf16 autocast and keep
   the faster. oneDNN reports bf16 "supported" on any AVX-512 CPU and emulates it where the CPU has no
   AVX512-BF16/AMX: there a bf16 step measured 2.5x slower than fp32.
+- An arm64 Mac (Apple Silicon): the model trains on the CPU (helpers never moves it to MPS), timed as above; the
+  reason says so, since neither the speed nor the learning of bf16 on an Apple CPU is measured here.
+- Apple's MPS (a model a user moved there): MPS is not CUDA, and nothing here measured autocast on it, so
+  "auto" keeps fp32 and says why; fp16 (a CUDA choice) is refused there as on a CPU.
 """
 
 from __future__ import annotations
@@ -101,15 +105,21 @@ def choose_precision(model, setting="auto", *, batch_size: int = 2, seq_len: int
                   f"which only emulates it (slow); {native} is native there (set PRECISION='{native}').")
         return PrecisionChoice(wanted, device, "as set")
     if wanted == "fp16":
-        raise PrecisionError("fp16 autocast is for CUDA cards (T4, V100); on CPU use 'auto', 'bf16' or 'fp32'.")
+        raise PrecisionError(f"fp16 autocast is for CUDA cards (T4, V100); on {device.upper()} use 'auto', 'bf16' "
+                             "or 'fp32'.")
     if wanted != "auto":
         return PrecisionChoice(wanted, device, "as set")
+    if device == "mps":
+        return PrecisionChoice("fp32", device, "Apple MPS is not CUDA and autocast on it is not measured in this "
+                               "project: fp32 (the notebooks train on the CPU of a Mac; this model was moved to MPS)")
     measure = measure or (lambda m, p: time_training_pass(m, p, batch_size=batch_size, seq_len=seq_len,
                                                           repeats=repeats))
     timings = {p: measure(model, p) for p in ("fp32", "bf16")}
     best = min(timings, key=timings.get)
     other = "bf16" if best == "fp32" else "fp32"
-    return PrecisionChoice(best, device, f"measured: {timings[best]:.2f} s per training pass against "
+    where = ("Apple Silicon CPU, timed like any CPU (its learning in either precision is not measured here): "
+             if hardware.apple_silicon() else "")
+    return PrecisionChoice(best, device, f"{where}measured: {timings[best]:.2f} s per training pass against "
                            f"{timings[other]:.2f} s in {other}", {p: round(t, 3) for p, t in timings.items()})
 
 

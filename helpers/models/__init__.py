@@ -29,8 +29,21 @@ def warm_start(notebook: str, model: str, *, warm: bool = True) -> tuple[str, st
     if warm and checkpoint and checkpoint.is_dir():
         return str(checkpoint), f"notebook {source[:2]} SFT checkpoint ({checkpoint})"
     if warm and checkpoint:
-        print(f"No SFT checkpoint at {checkpoint}: starting from the base model (run notebook {source[:2]} first).")
+        print(missing_checkpoint_line(notebook, checkpoint))
     return resolve_model(model), f"{model} (base, no warm start)"
+
+
+def missing_checkpoint_line(notebook: str, checkpoint) -> str:
+    """The one line a learner reads who runs `notebook` before the notebook it starts from (01 before 02)."""
+    from helpers.recipes import RECIPES
+
+    source = RECIPES[notebook].starts_from
+    minutes = RECIPES[source].typical_minutes.get("cpu")
+    takes = f" (about {minutes} minutes on 2 CPU cores, docs/results.md)" if minutes else ""
+    return (f"NOTE: notebook {notebook[:2]} runs before notebook {source[:2]} here: no SFT checkpoint at {checkpoint}, "
+            f"so it starts from the base model, which rarely calls the tool and gives GRPO little to learn from: "
+            f"run notebook {source[:2]} first (notebooks/{source}.ipynb{takes}), then restart this notebook; "
+            f"or set WARM_START = False to start from the base model on purpose.")
 
 
 def warm_start_record(notebook: str) -> dict:

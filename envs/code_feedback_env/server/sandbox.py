@@ -223,7 +223,7 @@ def _child_main(config: dict) -> None:
             isolation["processes"] = f"pids cgroup, at most {limits['max_processes']} (kernel)"
         except OSError:
             pass
-    if "processes" not in isolation and not config["root"]:
+    if "processes" not in isolation and not config["root"] and config["nproc_base"] is not None:
         nproc_limit = config["nproc_base"] + limits["max_processes"]
         isolation["processes"] = (f"RLIMIT_NPROC {nproc_limit} for this user "
                                   f"({limits['max_processes']} more than it runs now) (kernel)")
@@ -264,6 +264,8 @@ def _child_main(config: dict) -> None:
                               f"{limits['max_open_files']} open files (kernel)")
     if refused:
         isolation["resources"] += f"; NOT enforced here: RLIMIT_{', RLIMIT_'.join(refused)}"
+    if config.get("platform", sys.platform) == "darwin":
+        isolation["resources"] += "; macOS: the address-space limit is set but not measured to hold there"
 
     # 5. The guard covers what is left.
     guard_files = "files" not in isolation
@@ -275,6 +277,8 @@ def _child_main(config: dict) -> None:
         isolation["network"] = "audit-hook guard: sockets refused (not a boundary)"
     if guard_processes:
         isolation["processes"] = "audit-hook guard: no new processes (not a boundary)"
+        if config["nproc_base"] is None and not config["root"]:
+            isolation["processes"] += "; RLIMIT_NPROC not used: no /proc to count this user's processes (macOS)"
     isolation["environment"] = "empty environment, python -I -S, temporary work dir"
     os.write(config["report_fd"], marshal.dumps(isolation))  # before any untrusted code runs
     os.close(config["report_fd"])
@@ -422,12 +426,15 @@ def _kill_cgroup(group: Path) -> None:
             time.sleep(0.01)  # zombies not yet reaped by their parent
 
 
-def _count_my_processes() -> int:
-    """Processes (and threads' owners) of this real uid, for a non-root RLIMIT_NPROC."""
+def _count_my_processes() -> int | None:
+    """Processes (and threads' owners) of this real uid, for a non-root RLIMIT_NPROC; None where there is no
+    /proc to count them (macOS). Counting 0 there would set RLIMIT_NPROC below what the user already runs, every
+    fork would fail and the report would claim a limit it does not mean: the guard refuses new processes instead,
+    and the report says why."""
     uid = os.getuid()
     count = 0
-    if not os.path.isdir("/proc"):  # macOS: no /proc; the limit then blocks every fork
-        return 0
+    if not sys.platform.startswith("linux") or not os.path.isdir("/proc"):
+        return None
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
@@ -508,6 +515,7 @@ def run_python(code: str, limits: Limits | None = None, *, call: dict | None = N
         "nproc_base": 0 if os.geteuid() == 0 else _count_my_processes(),
         "call": call,
         "kernel_layers": kernel_layers,
+        "platform": sys.platform,
     }
     report_r, report_w = os.pipe()
     result_path = io_dir / "results.jsonl"
