@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.chain_sum.evaluation import PairedChange
 from helpers.chain_sum.grpo import RewardDelta, diagnose
 from tools.notebooks import NOTEBOOKS_DIR, cell_outputs_text, static_problems
 from helpers.chain_sum.preflight import verdict
@@ -84,10 +85,14 @@ def test_tiny_run_records_sane_metrics(notebook_runner, tmp_path):
         assert 0.0 <= metrics[key] <= 1.0
     assert metrics["reward_delta"] == pytest.approx(metrics["reward_final"] - metrics["reward_initial"])
     assert metrics["tool_call_frequency"] > 0  # tiny-toolcall emits <tool_call> blocks that TRL parsed
-    # the verdict is the one diagnose() gives for the recorded numbers
+    # the verdict is the one diagnose() gives for the recorded numbers: the paired held-out change decides
     recorded = RewardDelta(initial=metrics["reward_initial"], final=metrics["reward_final"],
                            delta=metrics["reward_delta"], window=metrics["reward_window"], logged=len(curve))
-    assert metrics["diagnosis"] == diagnose(recorded, tool_call_frequency=metrics["tool_call_frequency"]).verdict
+    change = PairedChange(n=metrics["eval_n"], change=metrics["accuracy_change"],
+                          ci=tuple(metrics["accuracy_change_ci"]), gained=metrics["questions_gained"],
+                          lost=metrics["questions_lost"])
+    assert metrics["diagnosis"] == diagnose(recorded, change=change,
+                                            tool_call_frequency=metrics["tool_call_frequency"]).verdict
     assert f"Diagnosis [{metrics['diagnosis']}]" in text
     # the worked GRPO group: num_generations rollouts of one question, scored and turned into advantages
     assert text.count("  rollout ") >= 2 * metrics["num_generations"] and "group mean" in text

@@ -6,6 +6,11 @@ with tools.notebooks.load_cells, so an edit to the notebook's class is what runs
 tool's exception back to the model as text, so a dead server during a tool call alone would silently
 turn into zero rewards; what must stop training is the next `reset()`, with a `ConnectionError` that
 names the server, within a bounded time.
+
+The class's client is `helpers.servers.resilient`: a Space waking (503), a full server and connections
+dropped mid-episode are ridden through (tests/fault_proxy.py in front of the real server), every rollout
+scored by the environment or counted as failed with no reward; only a server gone for good (refusing
+connections past the wrapper's `refused_timeout_s`) still stops training with that clear error.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from helpers.models.offline import resolve_model
 from helpers.profiles import resolve_settings
 from helpers.prompts import SYSTEM_PROMPT
 from helpers.servers import LocalServer
+from helpers.servers.resilient import TOTALS, EpisodeFailed
 from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 from tools.notebooks import NOTEBOOKS_DIR, load_cells
 
@@ -155,3 +161,50 @@ def test_a_hung_then_dead_server_is_a_connection_error_naming_it(tmp_path):
                 env.reset()
     finally:
         server.stop()
+
+
+def test_training_rides_through_a_waking_start_and_dropped_sessions(tmp_path, capsys):
+    """Through the fault proxy: 503 for the first 3 s (a Space waking; 30 s and more when hosted) and every
+    5th reply from the server dropped. The run finishes its steps; each rollout the model answered is either
+    scored by the environment or counted as failed with reward 0."""
+    from fault_proxy import FaultProxy
+
+    with LocalServer(RG_APP, env={"MAX_CONCURRENT_ENVS": "16"}, name="reasoning_gym",
+                     log_dir=tmp_path / "logs") as server, FaultProxy(server.base_url, seed=1) as proxy:
+        base = notebook_env_class(proxy.url)
+        outcomes = []   # (answered, failed, reward) per rollout
+
+        class Watched(base):
+            def reset(self, *args, **kwargs):
+                self._failed = self._answered = False
+                return super().reset(*args, **kwargs)
+
+            def answer(self, answer: str) -> str:
+                self._answered = True
+                try:
+                    return super().answer(answer)
+                except EpisodeFailed:
+                    self._failed = True
+                    raise
+
+            def get_reward(self) -> float:
+                reward = super().get_reward()
+                outcomes.append((self._answered, self._failed, reward))
+                return reward
+
+        TOTALS.clear()
+        trainer = make_trainer(Watched, max_steps=3, output_dir=tmp_path / "run")
+        proxy.wake_for(3.0)
+        proxy.drop_every = 5
+        start = time.monotonic()
+        trainer.train()
+        wall = time.monotonic() - start
+    totals = TOTALS.as_dict()
+    assert trainer.state.global_step == 3
+    assert proxy.stats["answered_503"] >= 1 and proxy.stats["dropped"] >= 1
+    assert f"environment at {proxy.url} is starting (503); retrying for up to 3 minutes" in capsys.readouterr().out
+    print(f"proxy {proxy.stats} totals {totals} wall {wall:.1f} s")  # for the report (pytest -rP)
+    assert totals["rollouts"] == len(outcomes) and totals["retried"] >= 1
+    failed = [o for o in outcomes if o[1]]
+    assert len(failed) == totals["failed"] and all(reward == 0.0 for _, _, reward in failed)
+    assert totals["scored"] == sum(1 for answered, was_failed, _ in outcomes if answered and not was_failed)

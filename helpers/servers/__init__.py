@@ -42,23 +42,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def check_reachable(base_url: str, health_path: str = "/health", timeout: float = 10.0) -> None:
-    """Raise a clear `ServerError` unless `base_url` answers its health endpoint."""
+def check_reachable(base_url: str, health_path: str = "/health", timeout: float = 10.0, *,
+                    wake_timeout_s: float = 180.0, out=print) -> None:
+    """Raise a clear `ServerError` unless `base_url` answers its health endpoint.
+
+    A hosted Space that is asleep answers 502/503/504 (or nothing) while it wakes, for a minute or more: that
+    is waited for, announced in one line, for up to `wake_timeout_s` (helpers.servers.resilient does the same
+    for the sessions opened later). Nothing listening at all is an error at once (a wrong URL)."""
+    from helpers.servers.resilient import _span
+
     url = base_url.rstrip("/") + health_path
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            if resp.status < 500:
+    start, pause, announced = time.monotonic(), 0.5, False
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                if resp.status < 500:
+                    return
+                raise ServerError(f"{url} answered HTTP {resp.status}.")
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:  # it is up; the path may simply not exist on this server
                 return
-            raise ServerError(f"{url} answered HTTP {resp.status}.")
-    except urllib.error.HTTPError as exc:
-        if exc.code < 500:  # it is up; the path may simply not exist on this server
-            return
-        raise ServerError(f"The server at {base_url} answered HTTP {exc.code} on {health_path}.") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        raise ServerError(
-            f"No server answers at {base_url} ({exc}). Check the URL (and that the Space or "
-            f"server is running), or leave the base URL empty to start a local server."
-        ) from exc
+            if exc.code not in (502, 503, 504):
+                raise ServerError(f"The server at {base_url} answered HTTP {exc.code} on {health_path}.") from exc
+            waking, error = str(exc.code), exc
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if not isinstance(reason, TimeoutError) or wake_timeout_s <= 0:  # refused, bad host: at once
+                raise ServerError(
+                    f"No server answers at {base_url} ({exc}). Check the URL (and that the Space or "
+                    f"server is running), or leave the base URL empty to start a local server."
+                ) from exc
+            waking, error = "no answer", exc
+        waited = time.monotonic() - start
+        if waited >= wake_timeout_s:
+            raise ServerError(
+                f"environment at {base_url} still answers {waking} after {waited:.0f} s of retrying: the Space "
+                f"may be failing to start or paused. Open it in a browser to see its state and logs, or leave "
+                f"the base URL empty to start a local server.") from error
+        if not announced:
+            out(f"environment at {base_url} is starting ({waking}); retrying for up to {_span(wake_timeout_s)}")
+            announced = True
+        time.sleep(min(pause, max(0.05, wake_timeout_s - waited)))
+        pause = min(pause * 2, 10.0)
 
 
 class LocalServer:

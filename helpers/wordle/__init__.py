@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from helpers.prompts import WORDLE_SYSTEM_PROMPT
+from helpers.servers.resilient import EpisodeFailed  # noqa: F401 - a game whose session dropped (see Sessions)
 
 SYSTEM_PROMPT = WORDLE_SYSTEM_PROMPT   # helpers.prompts holds every system prompt
 
@@ -171,6 +172,7 @@ class Game:
     moves: list[Move] = field(default_factory=list)
     done: bool = False
     result: object = None      # the last StepResult
+    failed: bool = False       # its session dropped mid-game (EpisodeFailed): counted, given no reward
 
     def judge(self, reply: str, observation) -> None:
         """Record the move the game just judged (its reply to `reply` is `observation`)."""
@@ -198,7 +200,12 @@ def training_words(words: list[str] | None) -> list[str] | None:
 
 class Sessions:
     """WebSocket sessions to the TextArena server, one per game played at once, opened as needed and kept open
-    across rollouts (each session holds one game's state on the server)."""
+    across rollouts (each session holds one game's state on the server).
+
+    Each is a `helpers.servers.resilient` client: a waking Space (503) and a full one (CAPACITY_REACHED) are
+    waited for, a reset on a dropped session is resent on a new one; a guess on a dropped session is never
+    replayed (it uses up a turn, and an upstream server ignores seed/word): `step` raises `EpisodeFailed`
+    and the game counts as failed. `stats` sums them over the sessions."""
 
     def __init__(self, base_url: str):
         self.base_url = base_url
@@ -207,9 +214,20 @@ class Sessions:
     def take(self, n: int) -> list:
         from textarena_env import TextArenaEnv
 
+        from helpers.servers.resilient import resilient
+
         while len(self.clients) < n:
-            self.clients.append(TextArenaEnv(base_url=self.base_url).sync().connect())
+            self.clients.append(resilient(TextArenaEnv, base_url=self.base_url).connect())
         return self.clients[:n]
+
+    @property
+    def stats(self) -> dict:
+        """rollouts, scored, retried, failed, ... summed over this object's sessions."""
+        total: dict = {}
+        for client in self.clients:
+            for key, value in client.stats.as_dict().items():
+                total[key] = total.get(key, 0) + value
+        return total
 
     def close(self) -> None:
         for client in self.clients:
