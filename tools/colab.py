@@ -262,7 +262,8 @@ def absolute_url(url: str, ref: str = COLAB_REF, base: str = "notebooks", image:
         return url
     path, hash_, fragment = url.partition("#")
     target = posixpath.normpath(posixpath.join(base, path))
-    if not (REPO_ROOT / target).exists() and path and (REPO_ROOT / path.split("/")[0]).exists():
+    if not (REPO_ROOT / target).exists() and path and not path.startswith("..") \
+            and (REPO_ROOT / path.split("/")[0]).exists():
         target = posixpath.normpath(path)   # written from the repository's root (`docs/...`)
     if target.startswith(".."):
         raise ValueError(f"link {url!r} leaves the repository")
