@@ -85,6 +85,8 @@ def test_tiny_run_records_sane_metrics(notebook_runner, tmp_path):
         assert 0.0 <= metrics[key] <= 1.0
     assert metrics["reward_delta"] == pytest.approx(metrics["reward_final"] - metrics["reward_initial"])
     assert metrics["tool_call_frequency"] > 0  # tiny-toolcall emits <tool_call> blocks that TRL parsed
+    episodes = metrics["env_episodes"]   # through helpers.servers.resilient: every episode scored, none lost
+    assert episodes["rollouts"] > 0 and episodes["failed"] == 0 and episodes["scored"] > 0
     # the verdict is the one diagnose() gives for the recorded numbers: the paired held-out change decides
     recorded = RewardDelta(initial=metrics["reward_initial"], final=metrics["reward_final"],
                            delta=metrics["reward_delta"], window=metrics["reward_window"], logged=len(curve))

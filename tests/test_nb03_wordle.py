@@ -400,6 +400,7 @@ def test_notebook_runs_tiny(notebook_runner):
     metrics, executed = notebook_runner("03_wordle_rollout_func")
     assert metrics["profile"] == "tiny" and metrics["generation_mode"].startswith("transformers")
     assert metrics["episodes"] == 2 * 4  # 2 steps x 4 games
+    assert metrics["env_episodes"]["rollouts"] >= 2 * 4 and metrics["env_episodes"]["failed"] == 0   # none lost
     assert metrics["rollout_lengths_consistent"] is True
     assert metrics["activation_checkpointing"] is False  # CPU: TRL's default would only cost time
     assert metrics["model_dtype"] == "torch.float32"   # a loaded fp32 model, whatever the precision

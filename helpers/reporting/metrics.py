@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 
@@ -173,6 +174,9 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
         metrics.update(trainer_metrics(trainer))
     if budget is not None:
         metrics.update(budget.summary())
+    resilient = sys.modules.get("helpers.servers.resilient")
+    if resilient is not None:   # episodes through resilient clients: scored by the environment, retried, or failed
+        metrics["env_episodes"] = resilient.TOTALS.as_dict()
     metrics.update(extra)
     return record_metrics(notebook, **metrics)
 
