@@ -196,3 +196,44 @@ def test_a_valid_rollout_trains_and_trl_logs_the_reward_under_its_own_name(tmp_p
     logged = {key for entry in trainer.state.log_history for key in entry}
     assert {"rewards/reward_len/mean", "rewards/reward_bonus/mean"} <= logged
     assert trainer.state.global_step == 1
+
+
+class _ScoresInWords:
+    """An environment class whose edited get_reward returns a word instead of a number."""
+
+    def reset(self, **kwargs) -> str:
+        return "Say hi."
+
+    def shout(self, text: str) -> str:
+        """Shout the text back.
+
+        Args:
+            text: what to shout.
+        """
+        return text.upper()
+
+    def get_reward(self):
+        return "high"
+
+
+@pytest.mark.slow
+def test_an_environment_whose_get_reward_is_not_a_number_stops_at_the_first_step_named(tmp_path):
+    """Notebook 01's route: TRL turns an environment class's get_reward() into a reward function; instrument()
+    (helpers.chain_sum.grpo, which the notebook calls on its trainer) checks it like any other."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from helpers.chain_sum.grpo import instrument
+    from helpers.models.offline import resolve_model
+
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, num_generations=2,
+                      max_completion_length=8, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                      logging_steps=1, seed=0, max_tool_calling_iterations=1)
+    trainer = GRPOTrainer(model=resolve_model("tiny-toolcall"), environment_factory=_ScoresInWords,
+                          train_dataset=Dataset.from_dict({"prompt": [[{"role": "user", "content": "Go."}]] * 2}),
+                          args=args)
+    instrument(trainer)
+    with pytest.raises(RolloutContractError, match=r"'_ScoresInWords.get_reward' returned 'high' \(str\) for "
+                                                    r"completion 0: TRL expects one float"):
+        trainer.train()
+    assert trainer.state.global_step == 0

@@ -226,12 +226,15 @@ class TrainingRun:
 
 
 def instrument(trainer, watch=None) -> TrainingRun:
-    """The bookkeeping notebook 01 adds to its GRPOTrainer, none of it the lesson. `watch` (helpers.reporting.alarms.RunWatch,
+    """The bookkeeping notebook 01 adds to its GRPOTrainer, none of it the lesson. Every reward is checked at each
+    call (helpers.rollouts.checks: one float or None per rollout, else an error naming get_reward and the row). `watch` (helpers.reporting.alarms.RunWatch,
     already one of the trainer's callbacks) reads the trainer's rollouts; a micro-batch whose advantages are all 0
     skips its loss pass (helpers.compute.loss_forward: no gradient to give, the same training bit for bit); and
     `trainer.train()` is timed, with the load average read before and after it. Returns the record it fills."""
     from helpers.compute.loss_forward import skip_zero_advantage_batches
+    from helpers.rollouts.checks import check_trainer_rewards
 
+    check_trainer_rewards(trainer)   # an edited get_reward() that returns a wrong value stops at the first step, named
     if watch is not None:
         watch.attach(trainer)
     run = TrainingRun(skipped=skip_zero_advantage_batches(trainer))

@@ -205,10 +205,10 @@ def _completions_count(args, kwargs) -> int | None:
         return None
 
 
-def _checked_reward(func):
+def _checked_reward(func, label: str | None = None):
     if isinstance(func, str) or not callable(func) or hasattr(func, "forward"):   # a reward model: TRL runs it
         return func
-    name = callable_name(func)
+    name = label or callable_name(func)
     if _is_async(func):
         @functools.wraps(func, updated=())
         async def reward(*args, **kwargs):
@@ -221,7 +221,7 @@ def _checked_reward(func):
             rewards = func(*args, **kwargs)
             check_rewards(rewards, _completions_count(args, kwargs), name)
             return rewards
-    reward.__name__ = name   # TRL logs rewards/<name>/mean: the same name as unwrapped
+    reward.__name__ = getattr(func, "__name__", name)   # TRL logs rewards/<name>/mean: the same name as unwrapped
     return reward
 
 
@@ -231,3 +231,12 @@ def checked_rewards(reward_funcs):
     if isinstance(reward_funcs, (list, tuple)):
         return [_checked_reward(func) for func in reward_funcs]
     return _checked_reward(reward_funcs)
+
+
+def check_trainer_rewards(trainer) -> None:
+    """Every reward source of a built GRPOTrainer, checked at each call: the `reward_funcs` it was given and the one
+    TRL makes from an `environment_factory` class's `get_reward()` (an error names it `<Class>.get_reward`)."""
+    names = list(getattr(trainer, "reward_func_names", [])) + [None] * len(trainer.reward_funcs)
+    trainer.reward_funcs = [
+        _checked_reward(func, f"{name}.get_reward" if getattr(func, "__name__", "") == "get_reward" else None)
+        for func, name in zip(trainer.reward_funcs, names)]
