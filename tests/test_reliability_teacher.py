@@ -104,3 +104,34 @@ def test_a_bug_is_not_reported_as_a_teacher_fault(monkeypatch):
     monkeypatch.setattr(sft_data, "_llm_client", lambda *args: BuggyClient())
     with pytest.raises(AttributeError, match="content"):
         check("http://127.0.0.1:1", "any")
+
+
+def test_collect_through_dropped_connections_scores_only_whole_episodes_and_resume_completes(rg_server, tmp_path):
+    """`openenv collect` (notebook 02's own command) against an environment whose WebSocket drops every few frames:
+    an episode cut off is counted failed and kept out of results.jsonl, every kept episode carries the
+    environment's own reward, and --resume completes the rest once the connection holds."""
+    from tests.fault_proxy import FaultProxy
+
+    out = tmp_path / "rollouts"
+    with LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher",
+                     env={"TEACHER_MISTAKE_RATE": "0"}, log_dir=tmp_path / "logs") as teacher_server, \
+            FaultProxy(rg_server.base_url) as proxy:
+        teacher = Teacher.endpoint(teacher_server.base_url, "chain-sum-teacher")
+
+        def collect():
+            cmd = load_cells(NOTEBOOKS_DIR / "02_sft_warmup.ipynb", "collect-command", namespace=dict(
+                env_url=proxy.url, teacher=teacher, N_EPISODES=8, TEACHER_MAX_TOKENS=1024,
+                DATASET_CONFIG=CHAIN_SUM_CONFIG, SYSTEM_PROMPT=SYSTEM_PROMPT, rollouts_dir=out, PUSH_TO_HUB=False,
+                HUB_DATASET_ID=None))["collect_cmd"]
+            return run_collect(cmd, out, n_episodes=8, progress=False, timeout=300)
+
+        proxy.drop_every = 3
+        first = collect()
+        assert proxy.stats["dropped"] > 0 and first.failed > 0, (first, proxy.stats)
+        kept = load_results(out)
+        assert first.in_file == len(kept) == first.collected < 8, first
+        assert all(r["reward"] == 1.0 for r in kept)   # only whole episodes, scored by the environment
+        proxy.drop_every = 0
+        second = collect()
+    assert second.in_file == 8 and len({r["episode_id"] for r in load_results(out)}) == 8, second
+    assert all(r["reward"] == 1.0 for r in load_results(out))
