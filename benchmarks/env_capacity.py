@@ -86,6 +86,37 @@ def run(size: str = "full", log_dir: Path | None = None, out=print) -> dict:
     return {"size": size, "seconds_per_level": settings["seconds"], "servers": results, "log_dir": str(log_dir)}
 
 
+def plot(result: dict, path: Path) -> Path:
+    """Step latency (p50 solid, p99 dashed) against concurrent sessions, one colour a server."""
+    from benchmarks import figures
+
+    plt = figures.pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, data in result["servers"].items():
+        xs = [lv["sessions"] for lv in data["levels"]]
+        line, = ax.plot(xs, [lv["step_p50_ms"] or 0 for lv in data["levels"]], marker="o", label=f"{name} p50")
+        ax.plot(xs, [lv["step_p99_ms"] or 0 for lv in data["levels"]], "--", marker="o", color=line.get_color(),
+                label=f"{name} p99")
+    ax.set(xscale="log", yscale="log", xlabel="concurrent sessions", ylabel="step latency (ms)",
+           title="Sessions each server holds (127.0.0.1)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def markdown(result: dict) -> list[str]:
+    """The table `make bench` writes: latency per level, and what the session past the cap was answered."""
+    lines = ["", "| server | sessions | step p50 (ms) | step p99 (ms) | held | past the cap |", "|---|---:|---:|---:|---:|---|"]
+    for name, data in result["servers"].items():
+        answer = (data["refusal"]["reply"].get("data") or {}).get("code", "?")
+        for lv in data["levels"]:
+            lines.append(f"| {name} | {lv['sessions']} | {lv['step_p50_ms']} | {lv['step_p99_ms']} | {data['held']} | "
+                         f"{answer} at session {data['refusal']['refused_at']} of {data['cap']} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="full")

@@ -1,6 +1,6 @@
 """Run every benchmark; write runs/benchmarks/results.json, one PNG per benchmark and a Markdown table.
 
-    python -m benchmarks.run_all [--size tiny|full] [--only env_servers,training,loss_pass,precision,rollouts,notebooks]
+    python -m benchmarks.run_all [--size tiny|full] [--only env_servers,env_capacity,training,loss_pass,precision,rollouts,notebooks]
                                  [--with-test-suite] [--out DIR]
 
 `make bench` runs the full size. --size tiny makes each benchmark finish in seconds (CI runs it
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from helpers.reporting.metrics import run_dir
 
-from . import env_servers, loss_pass, notebooks, precision, rollouts, training
+from . import env_capacity, env_servers, loss_pass, notebooks, precision, rollouts, training
 
-BENCHMARKS = {"env_servers": env_servers, "training": training, "loss_pass": loss_pass, "precision": precision,
+BENCHMARKS = {"env_servers": env_servers, "env_capacity": env_capacity, "training": training, "loss_pass": loss_pass, "precision": precision,
               "rollouts": rollouts, "notebooks": notebooks}
 
 
@@ -76,6 +76,9 @@ def markdown(results: dict) -> str:
                 lines.append(f"| {name} | {data['protocol']} | {lv['sessions']} | {lv['episodes_per_s']:,} | "
                              f"{lv['step_p50_ms']} | {lv['step_p99_ms']} | {lv['reset_p50_ms']} | "
                              f"{lv['refused_sessions']} |")
+    capacity = results.get("env_capacity")
+    if capacity:
+        lines += env_capacity.markdown(capacity)
     train = results.get("training")
     if train:
         lines += ["", "| GRPO profile | model | rollouts/step | s/step | env ms/step | env share |",
