@@ -208,3 +208,39 @@ def test_training_rides_through_a_waking_start_and_dropped_sessions(tmp_path, ca
     failed = [o for o in outcomes if o[1]]
     assert len(failed) == totals["failed"] and all(reward == 0.0 for _, _, reward in failed)
     assert totals["scored"] == sum(1 for answered, was_failed, _ in outcomes if answered and not was_failed)
+
+
+def test_wordle_rollout_func_rides_through_a_waking_start_and_dropped_sessions(tmp_path, capsys):
+    """Notebook 03's own rollout_func (its "rollout-func" and "reward-funcs" cells) through the fault proxy in front of
+    the real TextArena server: 503 for the first 2 s and every 7th reply dropped. Training finishes its steps; each
+    game is either played to its end and scored, or counted as failed with every reward stream 0."""
+    from datasets import Dataset
+    from fault_proxy import FaultProxy
+    from trl import GRPOConfig, GRPOTrainer
+
+    from helpers import wordle
+    from helpers.rollouts.checks import checked_rewards, checked_rollout
+
+    cells = load_cells(NOTEBOOKS_DIR / "03_wordle_rollout_func.ipynb", "rollout-func", "reward-funcs")
+    with LocalServer("textarena_env.server.app:app", env={"MAX_CONCURRENT_ENVS": "16"}, name="textarena",
+                     log_dir=tmp_path / "logs") as server, FaultProxy(server.base_url, seed=2) as proxy:
+        TOTALS.clear()
+        rollout = cells["WordleRollout"](proxy.url, max_turns=3, seed=0, words=["crane", "slate", "house", "plant"])
+        config = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=3, per_device_train_batch_size=4,
+                            num_generations=2, max_completion_length=8, learning_rate=1e-5, logging_steps=1,
+                            save_strategy="no", report_to="none", use_cpu=True, bf16=False, disable_tqdm=True,
+                            seed=0)
+        trainer = GRPOTrainer(model=resolve_model("tiny"), reward_funcs=checked_rewards(cells["reward_funcs"]),
+                              train_dataset=Dataset.from_dict({"prompt": [wordle.DATASET_PROMPT] * 12}),
+                              rollout_func=checked_rollout(rollout), args=config)
+        proxy.wake_for(2.0)
+        proxy.drop_every = 7
+        trainer.train()
+        rollout.close()
+    assert trainer.state.global_step == 3 and len(rollout.episodes) == 3 * 4
+    assert proxy.stats["answered_503"] >= 1 and proxy.stats["dropped"] >= 1
+    assert f"environment at {proxy.url} is starting (503); retrying for up to 3 minutes" in capsys.readouterr().out
+    failed = [e for e in rollout.episodes if e["failed"]]
+    assert failed and all(value == 0.0 for e in failed for value in e["streams"].values())
+    assert TOTALS.as_dict()["failed"] == len(failed)
+    print(f"proxy {proxy.stats} totals {TOTALS.as_dict()} games {len(rollout.episodes)}")   # for the report (-rP)

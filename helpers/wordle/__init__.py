@@ -267,6 +267,7 @@ def game_record(game: Game, streams: dict) -> dict:
         "invalid_moves": sum(not m.valid for m in game.moves),
         "secret_word": observation.secret_word,
         "first_reply": game.replies[0] if game.replies else "",
+        "failed": game.failed,   # its session dropped mid-game: its streams are 0, not the game's
     }
 
 
