@@ -1,0 +1,75 @@
+"""docs/reference-runs/: every notebook's executed reference run is kept, linked from the notebook, small, and
+indexed from its record (tools/reference_runs.py)."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from tools import reference_runs
+from tools.notebooks import numbered_notebooks
+
+NOTEBOOKS = numbered_notebooks()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_notebook_links_its_kept_reference_run(path):
+    first = nbformat.read(path, as_version=4).cells[0].source
+    link = f"../docs/reference-runs/{path.stem}.ipynb"
+    assert link in first, f"{path.name}'s first cell should link its reference run ({link})"
+    records = json.loads(reference_runs.RECORDS.read_text())
+    assert path.stem in records, f"no reference run of {path.stem}: python -m tools.reference_runs --notebooks {path.stem}"
+    kept = nbformat.read(reference_runs.OUT_DIR / f"{path.stem}.ipynb", as_version=4)
+    assert any(cell.get("outputs") for cell in kept.cells if cell.cell_type == "code"), "a reference run has outputs"
+
+
+def test_the_kept_runs_and_their_index_are_fresh():
+    assert reference_runs.stale() == []
+
+
+def _executed(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('step 1 reward 0.5')")])
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="step 1 reward 0.5\n"),
+        nbformat.v4.new_output("display_data", data={"text/html": '<iframe src="http://127.0.0.1:7860/?token=x">'}),
+        nbformat.v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {"model_id": "a"},
+                                                     "text/plain": "  0%|"}),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "executed.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_a_kept_run_loses_what_only_worked_while_its_kernel_ran(tmp_path):
+    record = reference_runs.keep("00_demo", _executed(tmp_path), {"seconds": 60}, out_dir=tmp_path / "out")
+    kept = nbformat.read(tmp_path / "out" / "00_demo.ipynb", as_version=4)
+    texts = [out.get("text", "") for out in kept.cells[0].outputs]
+    assert texts[0] == "step 1 reward 0.5\n"
+    assert "live dashboard" in texts[1] and len(kept.cells[0].outputs) == 2   # iframe replaced, widget dropped
+    assert (tmp_path / "out" / "00_demo.html").read_text().count("step 1 reward 0.5") >= 1
+    assert set(record["bytes"]) == {"00_demo.ipynb", "00_demo.html"}
+
+
+def test_a_page_over_the_limit_is_refused_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(reference_runs, "MAX_BYTES", 100)
+    with pytest.raises(SystemExit, match="over"):
+        reference_runs.keep("00_demo", _executed(tmp_path), {"seconds": 60}, out_dir=tmp_path / "out")
+    assert not list((tmp_path / "out").glob("00_demo.*"))
+
+
+def test_the_index_is_generated_from_the_records_and_a_missing_page_is_found(tmp_path):
+    records = {"02_sft_warmup": {"seconds": 300, "machine": "a CPU, 2 cores", "date": "2026-11-28", "commit": "abc1234",
+                                 "load_before": 0.1, "load_after": 1.9}}
+    (tmp_path / "runs.json").write_text(json.dumps(records))
+    (tmp_path / "README.md").write_text(reference_runs.index(records))
+    assert "| 02_sft_warmup | [notebook](02_sft_warmup.ipynb), [html](02_sft_warmup.html) | 5.0 |" in \
+        reference_runs.index(records)
+    assert any("02_sft_warmup.ipynb missing" in p for p in reference_runs.stale(tmp_path))
+    for suffix in (".ipynb", ".html"):
+        (tmp_path / f"02_sft_warmup{suffix}").write_text("{}")
+    assert reference_runs.stale(tmp_path) == []
+    (tmp_path / "README.md").write_text("edited by hand")
+    assert any("does not match" in p for p in reference_runs.stale(tmp_path))
