@@ -59,26 +59,13 @@ def commit() -> str:
 
 
 def scrubbed(executed: Path):
-    """The executed notebook without what only works while its kernel runs (a dashboard served on 127.0.0.1,
-    progress-bar widgets): the same cleaning as the demo's HTML report."""
+    """The executed notebook without what only works while its kernel runs (the demo report's cleaning, every
+    widget dropped), its widget state too."""
     import nbformat
 
-    from tools.report import _LOCAL_IFRAME
+    from tools.report import without_live_outputs
 
-    nb = nbformat.read(str(executed), as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        kept = []
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if _LOCAL_IFRAME.search("".join(data.get("text/html", ""))):
-                out = nbformat.v4.new_output("stream", name="stdout", text="[a live dashboard served by the kernel "
-                                             "while it ran; `trackio show` opens the logged metrics]\n")
-            elif "application/vnd.jupyter.widget-view+json" in data:
-                continue
-            kept.append(out)
-        cell.outputs = kept
+    nb = without_live_outputs(nbformat.read(str(executed), as_version=4), drop_all_widgets=True)
     nb.metadata.pop("widgets", None)
     return nb
 

@@ -74,6 +74,28 @@ def eval_table(m: dict) -> str:
 _LOCAL_IFRAME = re.compile(r"<iframe[^>]+src=[\"']https?://(127\.0\.0\.1|localhost)[:/]", re.IGNORECASE)
 
 
+def without_live_outputs(nb, *, drop_all_widgets: bool = False):
+    """`nb` without what only works while its kernel runs: a page served by the kernel on 127.0.0.1 (trackio's
+    dashboard) becomes a line saying so; a progress-bar widget (every widget with `drop_all_widgets`) is left out."""
+    import nbformat
+
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if _LOCAL_IFRAME.search("".join(data.get("text/html", ""))):
+                out = nbformat.v4.new_output("stream", name="stdout", text="[a live dashboard served by the kernel "
+                                             "while it ran; `trackio show` opens the logged metrics]\n")
+            elif "application/vnd.jupyter.widget-view+json" in data and (
+                    drop_all_widgets or "%|" in "".join(data.get("text/plain", ""))):
+                continue
+            kept.append(out)
+        cell.outputs = kept
+    return nb
+
+
 def render_notebook(executed: Path, html_path: Path) -> Path:
     """The executed notebook as a standalone HTML page (nbconvert's lab template), code and outputs.
 
@@ -84,19 +106,7 @@ def render_notebook(executed: Path, html_path: Path) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
 
-    nb = nbformat.read(str(executed), as_version=4)
-    for cell in nb.cells:
-        kept = []
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if _LOCAL_IFRAME.search("".join(data.get("text/html", ""))):
-                out = nbformat.v4.new_output("stream", name="stdout", text="[a live dashboard served by the kernel "
-                                             "while it ran; `trackio show` opens the logged metrics]\n")
-            elif "application/vnd.jupyter.widget-view+json" in data and "%|" in "".join(data.get("text/plain", "")):
-                continue
-            kept.append(out)
-        if cell.cell_type == "code":
-            cell.outputs = kept
+    nb = without_live_outputs(nbformat.read(str(executed), as_version=4))
     quiet = logging.getLogger("tools.report.nbconvert")  # nbconvert warns that plots have no alt text
     quiet.setLevel(logging.ERROR)
     body, _ = HTMLExporter(template_name="lab", log=quiet).from_notebook_node(nb)
