@@ -17,12 +17,12 @@ NOTEBOOKS = numbered_notebooks()
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_notebook_links_its_kept_reference_run(path):
     first = nbformat.read(path, as_version=4).cells[0].source
-    link = f"../docs/reference-runs/{path.stem}.ipynb"
+    link = f"../docs/reference-runs/{path.stem}.html"
     assert link in first, f"{path.name}'s first cell should link its reference run ({link})"
     records = json.loads(reference_runs.RECORDS.read_text())
     assert path.stem in records, f"no reference run of {path.stem}: python -m tools.reference_runs --notebooks {path.stem}"
-    kept = nbformat.read(reference_runs.OUT_DIR / f"{path.stem}.ipynb", as_version=4)
-    assert any(cell.get("outputs") for cell in kept.cells if cell.cell_type == "code"), "a reference run has outputs"
+    page = (reference_runs.OUT_DIR / f"{path.stem}.html").read_text()
+    assert "jp-OutputArea-output" in page, "a reference run shows its outputs"
 
 
 def test_the_kept_runs_and_their_index_are_fresh():
@@ -45,12 +45,10 @@ def _executed(tmp_path):
 
 def test_a_kept_run_loses_what_only_worked_while_its_kernel_ran(tmp_path):
     record = reference_runs.keep("00_demo", _executed(tmp_path), {"seconds": 60}, out_dir=tmp_path / "out")
-    kept = nbformat.read(tmp_path / "out" / "00_demo.ipynb", as_version=4)
-    texts = [out.get("text", "") for out in kept.cells[0].outputs]
-    assert texts[0] == "step 1 reward 0.5\n"
-    assert "live dashboard" in texts[1] and len(kept.cells[0].outputs) == 2   # iframe replaced, widget dropped
-    assert (tmp_path / "out" / "00_demo.html").read_text().count("step 1 reward 0.5") >= 1
-    assert set(record["bytes"]) == {"00_demo.ipynb", "00_demo.html"}
+    page = (tmp_path / "out" / "00_demo.html").read_text()
+    assert "step 1 reward 0.5" in page and "live dashboard" in page   # the iframe replaced by a line
+    assert "127.0.0.1:7860" not in page and "widget-view" not in page      # ... and the widget dropped
+    assert list(record["bytes"]) == ["00_demo.html"] and not list((tmp_path / "out").glob("*.ipynb"))
 
 
 def test_a_page_over_the_limit_is_refused_not_kept(tmp_path, monkeypatch):
@@ -65,11 +63,12 @@ def test_the_index_is_generated_from_the_records_and_a_missing_page_is_found(tmp
                                  "load_before": 0.1, "load_after": 1.9}}
     (tmp_path / "runs.json").write_text(json.dumps(records))
     (tmp_path / "README.md").write_text(reference_runs.index(records))
-    assert "| 02_sft_warmup | [notebook](02_sft_warmup.ipynb), [html](02_sft_warmup.html) | 5.0 |" in \
-        reference_runs.index(records)
-    assert any("02_sft_warmup.ipynb missing" in p for p in reference_runs.stale(tmp_path))
-    for suffix in (".ipynb", ".html"):
-        (tmp_path / f"02_sft_warmup{suffix}").write_text("{}")
+    assert "| 02_sft_warmup | [02_sft_warmup.html](02_sft_warmup.html) | 5.0 |" in reference_runs.index(records)
+    assert any("02_sft_warmup.html missing" in p for p in reference_runs.stale(tmp_path))
+    (tmp_path / "02_sft_warmup.html").write_text("<html></html>")
     assert reference_runs.stale(tmp_path) == []
+    (tmp_path / "02_sft_warmup.ipynb").write_text("{}")
+    assert any("notebook with outputs" in p for p in reference_runs.stale(tmp_path))
+    (tmp_path / "02_sft_warmup.ipynb").unlink()
     (tmp_path / "README.md").write_text("edited by hand")
     assert any("does not match" in p for p in reference_runs.stale(tmp_path))

@@ -6,7 +6,7 @@
 
 Each notebook runs with papermill (with progress, as `make demo` does) in a runs folder of its own
 (runs/reference/), so notebook 01 starts from the notebook 02 checkpoint this same command trained. What is kept:
-the executed notebook (GitHub shows it with its outputs), the same as one HTML page, and a record in
+the executed notebook as one HTML page (no notebook with outputs is committed), and a record in
 docs/reference-runs/runs.json (machine, date, commit, minutes, load) from which the index page is generated.
 Nothing is edited by hand; a page over MAX_BYTES is refused rather than committed.
 """
@@ -71,23 +71,22 @@ def scrubbed(executed: Path):
 
 
 def keep(name: str, executed: Path, record: dict, out_dir: Path = OUT_DIR) -> dict:
-    """Write `name`'s executed notebook and its HTML page into `out_dir`; refuse either when over MAX_BYTES."""
+    """Write `name`'s executed run as one HTML page into `out_dir` (no notebook with outputs is committed);
+    refuse it when over MAX_BYTES."""
     import nbformat
 
     from tools.report import render_notebook
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    page_nb, page_html = out_dir / f"{name}.ipynb", out_dir / f"{name}.html"
-    nbformat.write(scrubbed(executed), str(page_nb))
-    render_notebook(page_nb, page_html)
-    sizes = {p.name: p.stat().st_size for p in (page_nb, page_html)}
-    too_big = {k: v for k, v in sizes.items() if v > MAX_BYTES}
-    if too_big:
-        for path in (page_nb, page_html):
-            path.unlink()
-        raise SystemExit(f"{name}: {too_big} over {MAX_BYTES // 2**20} MiB; a reference run must stay small enough "
+    clean, page = executed.with_suffix(".clean.ipynb"), out_dir / f"{name}.html"
+    nbformat.write(scrubbed(executed), str(clean))
+    render_notebook(clean, page)
+    size = page.stat().st_size
+    if size > MAX_BYTES:
+        page.unlink()
+        raise SystemExit(f"{name}: {size} bytes, over {MAX_BYTES // 2**20} MiB; a reference run must stay small enough "
                          "to read in a browser (fewer printed rollouts or smaller plots in the notebook)")
-    return {**record, "bytes": sizes}
+    return {**record, "bytes": {page.name: size}}
 
 
 def index(records: dict) -> str:
@@ -99,8 +98,8 @@ def index(records: dict) -> str:
              "Each notebook run for real with `PROFILE=\"cpu\"` (the offline SmolLM2-135M, local servers), executed top to",
              "bottom by `python -m tools.reference_runs` and kept with its outputs: the rollouts, the curves, the",
              "before/after numbers. Open one while your own run trains, or instead of it on a machine too slow to",
-             "finish. GitHub shows the `.ipynb` with its outputs; the `.html` is the same page for a browser. What runs",
-             "show across seeds and machines: [results.md](../results.md).",
+             "finish: each is one HTML page (open it in a browser). What runs show across seeds and machines:",
+             "[results.md](../results.md).",
              "",
              "| notebook | run | minutes | machine | date | commit |",
              "|---|---|---:|---|---|---|"]
@@ -109,7 +108,7 @@ def index(records: dict) -> str:
         if not r:
             continue
         load = f" (load {r['load_before']:.1f} -> {r['load_after']:.1f})" if "load_before" in r else ""
-        lines.append(f"| {name} | [notebook]({name}.ipynb), [html]({name}.html) | {r['seconds'] / 60:.1f} | "
+        lines.append(f"| {name} | [{name}.html]({name}.html) | {r['seconds'] / 60:.1f} | "
                      f"{r['machine']}{load} | {r['date']} | {r['commit']} |")
     return "\n".join(lines) + "\n"
 
@@ -120,10 +119,10 @@ def stale(out_dir: Path = OUT_DIR) -> list[str]:
     if not records_path.exists():
         return [f"{records_path} is missing: run python -m tools.reference_runs"]
     records = json.loads(records_path.read_text())
-    problems = [f"{name}: {page} missing" for name in records for page in (f"{name}.ipynb", f"{name}.html")
-                if not (out_dir / page).exists()]
-    problems += [f"{p.name}: {p.stat().st_size} bytes, over {MAX_BYTES}" for p in out_dir.glob("*.*")
-                 if p.suffix in (".ipynb", ".html") and p.stat().st_size > MAX_BYTES]
+    problems = [f"{name}: {name}.html missing" for name in records if not (out_dir / f"{name}.html").exists()]
+    problems += [f"{p.name}: {p.stat().st_size} bytes, over {MAX_BYTES}" for p in out_dir.glob("*.html")
+                 if p.stat().st_size > MAX_BYTES]
+    problems += [f"{p.name}: a notebook with outputs; the kept run is its HTML page" for p in out_dir.glob("*.ipynb")]
     if not index_path.exists() or index_path.read_text() != index(records):
         problems.append(f"{index_path} does not match runs.json: run python -m tools.reference_runs --index")
     return problems
