@@ -297,10 +297,11 @@ def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, s
             cells += [("md", note), ("code", install_cell(ref))]
         elif "parameters" in tags:
             cells.append(("parameters", colab_parameters(source)))
-            names = _parameter_names(source) | _more_knob_names(nb["cells"])
+            more = _more_knob_names(nb["cells"])
+            names = _parameter_names(source) | more
             flags = ["HUB_LOGIN"] + (["PUSH_TO_HUB"] if "PUSH_TO_HUB" in names else [])
             added = [("code", login_cell(flags)), ("code", HARDWARE_CELL)]
-            if not _more_knob_names(nb["cells"]):
+            if not more:
                 cells += added   # otherwise right after the more-knobs cell, which stays below the parameters
         elif "more-parameters" in tags:
             cells += [("more-parameters", source), *added]
