@@ -20,7 +20,7 @@ import copy
 import difflib
 
 from helpers import THREADS_IN_EFFECT
-from helpers.compute.hardware import card_class, detect_gpu, plan_memory
+from helpers.compute.hardware import card_class, cpu_native_bf16, detect_gpu, plan_memory
 from helpers.recipes import CARD_RECIPES, RECIPES
 from helpers.compute.threads import busy_machine, describe as describe_threads
 
@@ -137,7 +137,9 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     if name == "gpu" and "lora" in defaults:
         gpu = detect_gpu() if gpu == "detect" else gpu
         card = {k: v for k, v in gpu_recipe(gpu).items() if k in defaults and k not in overridden}
-    settings = Settings(profile=name, **{**defaults, **card, **overridden})
+    slow = slow_cpu_recipe(notebook, name)
+    slow = {k: v for k, v in slow.items() if k in defaults and k not in overridden}
+    settings = Settings(profile=name, **{**defaults, **card, **slow, **overridden})
     if name == "gpu" and "lora" in defaults and gpu:
         card.update(fit_to_card(notebook, settings, gpu, fixed=overridden))
     scaled = lora_learning_rates(settings, fixed=overridden)
@@ -148,6 +150,9 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
         busy = busy_machine()   # another notebook's kernel still training on these cores: say so, once
         if busy:
             print(busy)
+        if slow:
+            print(f"this CPU has no native bf16 ({cpu_native_bf16()[1]}), so every pass runs in fp32: the slow-CPU "
+                  "recipe sets " + ", ".join(f"{k}={v!r}" for k, v in slow.items()))
         if card:
             print(f"this {gpu.memory_gib:.0f} GiB card ({card_class(gpu.memory_gib)} class) sets: "
                   + ", ".join(f"{k}={v!r}" for k, v in card.items()))
@@ -156,6 +161,15 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
                   f"(x{LORA_LR_MULTIPLIER}: adapters need a higher rate than full fine-tuning, docs/gpu.md)")
         settings.show()
     return settings
+
+
+def slow_cpu_recipe(notebook: str, profile: str) -> dict:
+    """The recipe's `slow_cpu` changes when `profile` is cpu, no CUDA card trains, and this CPU has no native bf16
+    (`helpers.compute.hardware.cpu_native_bf16`); empty otherwise."""
+    changes = RECIPES[notebook].slow_cpu if notebook in RECIPES else {}
+    if not changes or profile != "cpu" or detect_gpu() or cpu_native_bf16()[0] is not False:
+        return {}
+    return dict(changes)
 
 
 def gpu_recipe(gpu) -> dict:

@@ -6,7 +6,9 @@ A `Recipe` holds what a notebook needs to know about itself before it runs:
 - `step_tokens(settings, measured_length)`: the tokens one training step holds, (trained in a micro-batch,
   generated at once, logits kept), from which `helpers.compute.hardware` estimates memory;
 - `typical_minutes`: a whole measured run per profile, which `make demo` announces;
-- `starts_from`: the notebook whose checkpoint it warm-starts from (`helpers.models.warm_start`).
+- `starts_from`: the notebook whose checkpoint it warm-starts from (`helpers.models.warm_start`);
+- `slow_cpu`: what the cpu profile changes on a CPU without native bf16 (an AVX2 laptop, most Colab CPUs), where
+  every pass runs in fp32 at a third of the speed (`helpers.profiles.resolve_settings`; knobs you set still win).
 
 `CARD_RECIPES`: what every gpu profile changes on a 16 or 24 GB card.
 
@@ -25,6 +27,7 @@ class Recipe:
     step_tokens: Callable | None = None
     typical_minutes: dict[str, int] = field(default_factory=dict)
     starts_from: str | None = None
+    slow_cpu: dict = field(default_factory=dict)
 
 
 # What the gpu profile changes on each card class (helpers.compute.hardware.card_class: under 20 GiB, under 35, more),
@@ -82,6 +85,11 @@ RECIPES: dict[str, Recipe] = {
                                   * (350 + s.max_completion_length),
                                   s.per_device_train_batch_size * s.max_completion_length),
         typical_minutes={"cpu": 33}, starts_from="02_sft_warmup",   # a whole cpu run, idle: docs/measurements.md
+        # No native bf16 (fp32 steps of 45-70 s): one group per micro-batch (the shared prompt computed half as often),
+        # backward through the top 12 layers, a 400-sum evaluation (+-4.5 points) and 16 preflight questions, so the
+        # 40 steps and both evaluations fit about 45 minutes (docs/measurements.md#notebook-01-on-a-cpu-without-bf16).
+        slow_cpu={"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "freeze_layers": 18,
+                  "eval_n": 400, "preflight_n": 16, "train_minutes": 22},
     ),
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
     # warm_start: the local teacher's rewarded ORS episodes (calculate in teacher_calculate_share of them) SFT the

@@ -7,6 +7,12 @@
         proxy.latency, proxy.jitter = 0.05, 0.02   # each client->server chunk waits 50 ms + up to 20 ms
         client = resilient(ReasoningGymEnv, base_url=proxy.url)
 
+    For HTTP/SSE servers (ORS), whose requests share keep-alive connections:
+        proxy = FaultProxy(server.base_url, one_request_per_connection=True)   # every request is seen
+        proxy.cut_reply("/call", nth=2)            # the 2nd tool call from now: it runs, its reply is cut
+        proxy.cut_reply("/call", after_event="task_id")   # cut after the server's first SSE event instead
+        proxy.switch_upstream(other.base_url)      # a restarted Space: same URL, every session gone
+
 It looks at the first request head of each connection (HTTP or a WebSocket upgrade) and otherwise
 passes bytes through, so HTTP, SSE and WebSocket all go through it unchanged. A capacity refusal is
 what OpenEnv's server sends (http_server.py, `SessionCapacityError`): it accepts the WebSocket, sends
@@ -14,6 +20,11 @@ one error frame `{"type": "error", "data": {"message": "Server at capacity: ..."
 "CAPACITY_REACHED", "active_sessions": N, "max_sessions": N}}` and closes (code 1000). A drop sends
 nothing more: both sockets are cut, as a lost connection looks to a client. The reply that was
 dropped had been computed by the server: the request took effect, the client never saw it.
+`one_request_per_connection` asks the server to close each connection after its reply (the request's
+`Connection` header becomes `close`), so each request arrives on a connection of its own and `cut_reply` can
+pick it by its path. A cut reply was computed by the server (the proxy reads it to its end, or to the SSE
+event named by `after_event`, which it passes on) and the connection is then cut: the request took effect,
+the client never saw the rest.
 `stats` counts what it did.
 """
 
@@ -34,9 +45,10 @@ _WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, *, capacity: int = 4, seed: int = 0):
-        parsed = urlparse(upstream)
-        self.upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
+    def __init__(self, upstream: str, *, capacity: int = 4, seed: int = 0, one_request_per_connection: bool = False):
+        self.upstream = _host_port(upstream)
+        self.one_request_per_connection = one_request_per_connection
+        self._cuts: list = []               # [path end, requests still to let through, after_event]
         self.capacity = capacity            # the N/N a refusal reports
         self.drop_every = 0                 # 0: never drop
         self.latency = 0.0
@@ -47,7 +59,7 @@ class FaultProxy:
         self._frames = 0
         self._random = random.Random(seed)
         self.stats = {"connections": 0, "answered_503": 0, "hung": 0, "refused_full": 0, "dropped": 0,
-                      "frames": 0}
+                      "frames": 0, "cut_replies": 0, "switched": 0}
         self._loop = asyncio.new_event_loop()
         self._server = None
         self._thread = None
@@ -61,6 +73,19 @@ class FaultProxy:
 
     def full_for(self, seconds: float) -> None:
         self._full_until = time.monotonic() + seconds
+
+    def cut_reply(self, path_part: str, nth: int = 1, after_event: str | None = None) -> None:
+        """The `nth` request from now whose path ends with `path_part` reaches the server; its reply does not
+        reach the client (only up to the SSE event `after_event`, when given): the connection is cut.
+        Needs `one_request_per_connection`."""
+        if not self.one_request_per_connection:
+            raise ValueError("cut_reply needs FaultProxy(..., one_request_per_connection=True)")
+        self._cuts.append([path_part, nth, after_event])
+
+    def switch_upstream(self, upstream: str) -> None:
+        """New connections go to `upstream`: a Space restarted behind the same URL (its sessions gone)."""
+        self.upstream = _host_port(upstream)
+        self.stats["switched"] += 1
 
     @property
     def url(self) -> str:
@@ -90,9 +115,11 @@ class FaultProxy:
 
         async def shutdown():
             self._server.close()
-            for task in list(self._tasks):
+            tasks = list(self._tasks)
+            for task in tasks:
                 task.cancel()
-            await asyncio.sleep(0)
+            with contextlib.suppress(Exception):   # let them finish cancelling before the loop stops
+                await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 2)
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(5)
@@ -136,10 +163,16 @@ class FaultProxy:
                 self.stats["refused_full"] += 1
                 await self._refuse_full(writer, headers)
                 return
+            cut = None if is_ws else self._cut_for(head)
+            if self.one_request_per_connection and not is_ws:
+                head = _closing(head)
             up_reader, upstream_writer = await asyncio.open_connection(*self.upstream)
             await self._delay()
             upstream_writer.write(head)
             await upstream_writer.drain()
+            if cut is not None:
+                await self._cut(cut, reader, up_reader, upstream_writer, writer, headers)
+                return
             down = self._pipe_frames(up_reader, writer) if is_ws else self._pipe(up_reader, writer, delay=False)
             await _first_done(self._pipe(reader, upstream_writer, delay=True), down)
         except (ConnectionError, OSError, asyncio.CancelledError):
@@ -150,6 +183,50 @@ class FaultProxy:
                     with contextlib.suppress(Exception):
                         w.transport.abort()
             self._tasks.discard(task)
+
+    def _cut_for(self, head: bytes):
+        """The cut rule this request (its head) triggers, or None."""
+        path = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+        path = path[1].split("?")[0] if len(path) > 1 else ""
+        for rule in self._cuts:
+            if path.endswith(rule[0]):
+                rule[1] -= 1
+                if rule[1] == 0:
+                    self._cuts.remove(rule)
+                    return rule
+                return None
+        return None
+
+    async def _cut(self, rule, reader, up_reader, upstream_writer, writer, headers: dict) -> None:
+        """Send the request's body on, let the server answer, and cut the client off (see `cut_reply`)."""
+        length = int(headers.get("content-length", "0") or 0)
+        if length:
+            upstream_writer.write(await reader.readexactly(length))
+            await upstream_writer.drain()
+        after_event = rule[2]
+        seen = b""
+        marker = f"event: {after_event}".encode() if after_event else None
+        while True:
+            try:
+                data = await asyncio.wait_for(up_reader.read(65536), timeout=30)
+            except asyncio.TimeoutError:
+                break
+            if not data:
+                break
+            seen += data
+            if marker is not None:
+                at = seen.find(marker)
+                end = seen.find(b"\r\n\r\n", at) if at >= 0 else -1
+                if end >= 0:                 # pass the reply on up to the end of that event, then cut
+                    end += 4
+                    if seen[end:end + 2] == b"\r\n":   # the end of its chunk (chunked transfer encoding)
+                        end += 2
+                    writer.write(seen[:end])
+                    await writer.drain()
+                    break
+            elif b"event: end" in seen or b"event: error" in seen:
+                break                        # the whole reply came: it took effect; the client gets none of it
+        self.stats["cut_replies"] += 1
 
     async def _delay(self) -> None:
         if self.latency or self.jitter:
@@ -203,6 +280,17 @@ class FaultProxy:
         writer.write(_frame(0x8, struct.pack(">H", 1000)))
         await writer.drain()
         await asyncio.sleep(0.2)  # let the client read them before the connection goes
+
+
+def _host_port(url: str) -> tuple:
+    parsed = urlparse(url)
+    return parsed.hostname or "127.0.0.1", parsed.port or 80
+
+
+def _closing(head: bytes) -> bytes:
+    """The request head with `Connection: close`: the server closes the connection after this reply."""
+    lines = [line for line in head[:-4].split(b"\r\n") if not line.lower().startswith(b"connection:")]
+    return b"\r\n".join(lines + [b"Connection: close"]) + b"\r\n\r\n"
 
 
 def _headers(head: bytes) -> dict:

@@ -158,3 +158,7 @@ def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch)
     assert all(f"[watch] ALARM {kind}" in text for kind in watch["alarms"])
     assert 0.0 <= watch["no_tool_share"] <= 1.0
     assert watch["gallery"] == []   # the judge finds no rewarded wrong answer: the ORS reward pays right answers only
+    # the trainer's sessions went through helpers.openreward.resilient: every rollout counted, none lost
+    episodes = metrics["env_episodes"]
+    assert episodes["rollouts"] == metrics["steps"] * metrics["generation_batch_size"] and episodes["failed"] == 0
+    assert episodes["scored"] <= episodes["rollouts"]

@@ -48,6 +48,9 @@ A failed episode raises `EpisodeFailed` (a `ConnectionError`) from `step`, is co
 and must not be scored: the caller's reward stays at its reset value (0). The next `reset` starts over
 on a new session. A server gone for good still ends in a `ConnectionError` naming it, within
 `refused_timeout_s` (or `wake_timeout_s` while a proxy in front answers 503).
+
+ORS sessions (notebook 04, TRL's `OpenRewardSpec`) ride out the same faults through
+`helpers.openreward.resilient`, which shares these counts (`TOTALS`) and announcements.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["resilient", "ResilientClient", "ResilienceStats", "EpisodeFailed", "EnvironmentFull",
-           "ReplayRule", "RULES", "TOTALS", "classify"]
+           "ReplayRule", "RULES", "TOTALS", "classify", "announce", "settled"]
 
 
 class EpisodeFailed(ConnectionError):
@@ -193,6 +196,22 @@ def _span(seconds: float) -> str:
 
 _ANNOUNCED: set = set()       # (url, kind) announced in the current outage: one line per URL, not per session
 _ANNOUNCE_LOCK = threading.Lock()
+
+
+def announce(url: str, kind: str, line: str, out: Callable[[str], None] = print) -> None:
+    """Say `line` once per outage of `url` (kind "waking" or "capacity"), however many sessions wait on it."""
+    with _ANNOUNCE_LOCK:
+        if (url, kind) in _ANNOUNCED:
+            return
+        _ANNOUNCED.add((url, kind))
+    out(line)
+
+
+def settled(url: str) -> None:
+    """The outage of `url` is over: a later one is announced again."""
+    with _ANNOUNCE_LOCK:
+        _ANNOUNCED.discard((url, "waking"))
+        _ANNOUNCED.discard((url, "capacity"))
 
 
 class _ReplayMismatch(Exception):
@@ -327,16 +346,10 @@ class ResilientClient:
                              f"cannot be replayed ({why}); the episode is counted as failed and gets no reward.")
 
     def _announce(self, kind: str, line: str) -> None:
-        with _ANNOUNCE_LOCK:
-            if (self.url, kind) in _ANNOUNCED:
-                return
-            _ANNOUNCED.add((self.url, kind))
-        self.out(line)
+        announce(self.url, kind, line, self.out)
 
     def _settled(self) -> None:
-        with _ANNOUNCE_LOCK:
-            _ANNOUNCED.discard((self.url, "waking"))
-            _ANNOUNCED.discard((self.url, "capacity"))
+        settled(self.url)
 
     def _run(self, call: Callable[[Any], Any], what: str, replay: bool = False) -> Any:
         """`call` on a live session, reopening it (and replaying the journal) through the faults it rides out.
