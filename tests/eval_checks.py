@@ -29,8 +29,15 @@ def assert_before_after_metrics(metrics: dict) -> None:
 
 
 def assert_precision_recorded(metrics: dict, text: str) -> None:
-    """A CPU run measured fp32 and bf16 at start-up, kept the faster, and printed its choice."""
+    """A CPU run measured fp32 and bf16 at start-up, kept the faster, and printed its choice; on a CPU without
+    native bf16 (an AVX2 machine) it took fp32 untimed and said why."""
+    from helpers.compute.hardware import cpu_native_bf16
+
     timings = metrics["precision_seconds_per_pass"]
+    if cpu_native_bf16()[0] is False:
+        assert metrics["precision"] == "fp32" and timings == {} and "not timed" in metrics["precision_reason"]
+        assert "precision: fp32" in text
+        return
     assert metrics["precision_device"] == "cpu" and metrics["precision_reason"].startswith("measured")
     assert set(timings) == {"fp32", "bf16"} and all(t > 0 for t in timings.values())
     assert timings[metrics["precision"]] == min(timings.values())   # the faster (recorded to the ms: a tie is either)

@@ -35,7 +35,7 @@ def test_auto_keeps_the_faster_precision_on_cpu(tiny):
 def test_the_real_measurement_times_both_and_leaves_the_model_as_it_was(tiny):
     before = {k: v.clone() for k, v in tiny.state_dict().items()}
     tiny.eval()
-    choice = choose_precision(tiny, "auto", batch_size=1, seq_len=16, repeats=1)
+    choice = choose_precision(tiny, "auto", batch_size=1, seq_len=16, repeats=1, native_bf16=True)   # timed anywhere
     assert set(choice.seconds_per_pass) == {"fp32", "bf16"} and all(t > 0 for t in choice.seconds_per_pass.values())
     assert choice.precision == min(choice.seconds_per_pass, key=choice.seconds_per_pass.get)
     assert not tiny.training and all(p.grad is None for p in tiny.parameters())
@@ -223,3 +223,42 @@ def test_a_failing_product_gives_the_fp32_weight_back():
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError):
         layer(torch.ones(2, 5))
     assert layer.weight.dtype == torch.float32 and layer.weight.requires_grad
+
+
+def test_a_cpu_without_native_bf16_gets_fp32_without_timing_bf16(monkeypatch):
+    """An AVX2 CPU (or oneDNN capped to AVX2) emulates bf16: "auto" says so and times nothing."""
+    from helpers.compute import hardware
+
+    tiny = torch.nn.Linear(2, 2)
+    timed = []
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert hardware.cpu_native_bf16() == (False, "ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN below bf16 instructions")
+    choice = choose_precision(tiny, "auto", native_bf16=False, measure=lambda m, p: timed.append(p) or 1.0)
+    assert choice.precision == "fp32" and timed == [] and "not timed" in choice.reason
+    monkeypatch.setattr(hardware, "cpu_native_bf16", lambda: (False, "the CPU has neither avx512_bf16 nor amx_bf16"))
+    choice = choose_precision(tiny, "auto")
+    assert choice.precision == "fp32" and choice.seconds_per_pass == {} and "neither avx512_bf16" in choice.reason
+    monkeypatch.undo()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    assert "ONEDNN_MAX_CPU_ISA" not in hardware.cpu_native_bf16()[1]   # a bf16-capable cap leaves it to the flags
+
+
+def test_cpu_flags_decide_native_bf16(monkeypatch, tmp_path):
+    """The flags line of /proc/cpuinfo decides, on x86 Linux."""
+    from helpers.compute import hardware
+
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.setattr(hardware.sys, "platform", "linux")
+    monkeypatch.setattr(hardware.platform, "machine", lambda: "x86_64")
+    real_open = open
+
+    def cpuinfo(flags):
+        return lambda path, *a, **k: (iter([f"flags\t\t: {flags}\n"]) if path == "/proc/cpuinfo"
+                                      else real_open(path, *a, **k))
+
+    monkeypatch.setattr("builtins.open", cpuinfo("fpu sse avx2 fma"))
+    assert hardware.cpu_native_bf16()[0] is False
+    monkeypatch.setattr("builtins.open", cpuinfo("avx2 avx512f avx512_bf16"))
+    assert hardware.cpu_native_bf16() == (True, "the CPU has avx512_bf16")
+    monkeypatch.setattr(hardware.platform, "machine", lambda: "arm64")
+    assert hardware.cpu_native_bf16()[0] is None

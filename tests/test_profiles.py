@@ -114,3 +114,26 @@ def test_more_knobs_reach_resolve_settings_like_the_parameters_cell():
     namespace["BATCH_SIZE"] = 4                                # as if passed: -p BATCH_SIZE 4
     more_knobs(namespace, NUM_GENERATIONS=None, SEED=0, BATCH_SIZE=None)
     assert resolve_settings("04_openreward_spec", "cpu", quiet=True, parameters=namespace).batch_size == 4
+
+
+def test_a_cpu_without_native_bf16_gets_the_slow_cpu_recipe_and_set_knobs_still_win(monkeypatch, capsys):
+    """Notebook 01's cpu profile on an AVX2 laptop: the recipe's `slow_cpu` changes, said in one line; never on a
+    CPU with bf16, never in another profile, never over a knob the learner set."""
+    from helpers import profiles
+    from helpers.recipes import RECIPES
+
+    nb = "01_grpo_walkthrough"
+    slow = RECIPES[nb].slow_cpu
+    monkeypatch.setattr(profiles, "detect_gpu", lambda: None)
+    monkeypatch.setattr(profiles, "cpu_native_bf16", lambda: (False, "the CPU has neither avx512_bf16 nor amx_bf16"))
+    settings = resolve_settings(nb, "cpu")
+    out = capsys.readouterr().out
+    assert all(settings[k] == v for k, v in slow.items()) and "slow-CPU recipe sets" in out and "neither" in out
+    assert settings.eval_n != NOTEBOOK_PROFILES[nb]["cpu"]["eval_n"]
+    mine = resolve_settings(nb, "cpu", quiet=True, eval_n=900)
+    assert mine.eval_n == 900 and mine.freeze_layers == slow["freeze_layers"]
+    assert resolve_settings(nb, "tiny", quiet=True).eval_n == NOTEBOOK_PROFILES[nb]["tiny"]["eval_n"]
+    monkeypatch.setattr(profiles, "cpu_native_bf16", lambda: (True, "the CPU has avx512_bf16"))
+    assert resolve_settings(nb, "cpu", quiet=True) == resolve_settings(nb, "cpu", quiet=True, **{
+        k: NOTEBOOK_PROFILES[nb]["cpu"][k] for k in slow})
+    assert resolve_settings(nb, "cpu", quiet=True).eval_n == NOTEBOOK_PROFILES[nb]["cpu"]["eval_n"]

@@ -66,10 +66,23 @@ def show_value(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def shipped_profile(notebook: str, profile: str, hardware: str, recipes=RECIPES) -> dict:
+    """The profile as it runs on `hardware`: on an AVX2-only CPU (no native bf16) the cpu profile takes the recipe's
+    `slow_cpu` changes, as `helpers.profiles.resolve_settings` applies them."""
+    values = dict(recipes[notebook].profiles[profile])
+    if profile == "cpu" and hardware == "cpu-avx2":
+        values.update(recipes[notebook].slow_cpu)
+    return values
+
+
 def recipe_label(record: dict, recipes=RECIPES) -> str:
-    """`cpu` as shipped when the run's recipe values are the profile's today, else the knobs that differ."""
-    profile = recipes[record["notebook"]].profiles[record["profile"]]
-    changed = [f"{knob(k)}={show_value(v)}" for k, v in record.get("recipe", {}).items() if profile.get(k) != v]
+    """`cpu` as shipped when the run's recipe values are the profile's today (on its hardware), else the knobs that
+    differ."""
+    shipped = shipped_profile(record["notebook"], record["profile"], record["hardware"], recipes)
+    plain = recipes[record["notebook"]].profiles[record["profile"]]
+    # a record lists the knobs its run set; the others had the plain profile's values (a run before `slow_cpu`)
+    ran = {**{k: plain[k] for k in shipped if k in plain and shipped[k] != plain[k]}, **record.get("recipe", {})}
+    changed = [f"{knob(k)}={show_value(v)}" for k, v in ran.items() if shipped.get(k) != v]
     return f"`{record['profile']}` as shipped" if not changed else f"`{record['profile']}`, " + ", ".join(changed)
 
 
@@ -292,7 +305,10 @@ def render(data: dict | None = None, recipes=RECIPES, references: dict | None = 
     for notebook in NOTEBOOKS:
         out += ["", f"## Notebook {notebook[:2]}", "",
                 f"[{notebook}](../notebooks/{notebook}.ipynb). Recipe (`helpers/recipes.py`), `cpu`: "
-                f"{key_values(notebook, 'cpu', recipes)}; `gpu`: {key_values(notebook, 'gpu', recipes)}."]
+                f"{key_values(notebook, 'cpu', recipes)}; `gpu`: {key_values(notebook, 'gpu', recipes)}."
+                + (f" On a CPU without native bf16 (`cpu-avx2`) the `cpu` profile changes "
+                   + ", ".join(f"{knob(k)}={show_value(v)}" for k, v in recipes[notebook].slow_cpu.items()) + "."
+                   if recipes[notebook].slow_cpu else "")]
         metrics = sorted({r["metric"] for r in records if r["notebook"] == notebook})
         if metrics:
             out += ["", "The held-out change is in points of " + "; ".join(fmt_metric(m) for m in metrics) + "."]

@@ -221,7 +221,7 @@ def default_batch_size(model) -> int:
 
 def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools=None,
                      max_new_tokens: int = 64, batch_size: int | None = None, precision: str | None = None,
-                     temperature: float | None = None, progress: bool = True) -> list[str]:
+                     temperature: float | None = None, progress: bool | str = True) -> list[str]:
     """Greedy replies for each conversation, in their order; special tokens kept out.
 
     The conversations are batched by prompt length (`batch_size` rows; None: `default_batch_size`), and each batch
@@ -263,7 +263,7 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
 def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "chain_sum",
                     dataset_config: dict | None = None, n: int = 50, seed: int = EVAL_SEED,
                     system_prompt: str = SYSTEM_PROMPT, max_new_tokens: int = 64,
-                    batch_size: int | None = None, precision: str | None = None, progress: bool = True) -> EvalResult:
+                    batch_size: int | None = None, precision: str | None = None, progress: bool | str = True) -> EvalResult:
     """Score `model` on `n` held-out questions served by the reasoning_gym env at `base_url`.
 
     `precision`: generate under that autocast (see `generate_replies`); pass the trainer's.
@@ -278,7 +278,7 @@ def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "cha
                          for q in questions]
         replies = generate_replies(model, tokenizer, conversations, tools=[answer_tool],
                                    max_new_tokens=max_new_tokens, batch_size=batch_size, precision=precision,
-                                   progress=progress)
+                                   progress=f"evaluation ({n} questions)" if progress is True else progress)
         # replay the same questions in order and let the environment score each answer
         env.reset(dataset_name=dataset_name, dataset_config=dataset_config or {}, seed=seed, size=n)
         samples = []

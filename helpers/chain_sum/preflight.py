@@ -173,7 +173,10 @@ def reasoning_gym_sampler(model, tokenizer, base_url: str, *, dataset_name: str 
                               {"role": "user", "content": q}] for q in questions for _ in range(k)]
             replies = generate_replies(model, tokenizer, conversations, tools=[answer_tool],
                                        max_new_tokens=max_new_tokens, batch_size=batch_size, precision=precision,
-                                       temperature=temperature, progress=progress)
+                                       temperature=temperature,
+                                       progress=(f"preflight ({len(seeds)} questions x {k}, "
+                                                 f"{'sampled' if temperature else 'greedy'})" if progress is True
+                                                 else progress))
             episodes = []
             for i, reply in enumerate(replies):
                 answer = parse_answer_call(reply)

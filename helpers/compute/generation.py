@@ -30,6 +30,21 @@ import functools
 import weakref
 
 MIN_SHARED = 16       # below this the one extra forward pass costs more than it saves
+# What a caller may hand a model its own KV cache by: transformers 5.24 renamed `past_key_values` to `cache`
+# (the old name still works there, with a FutureWarning; forward drops it in 5.40, generate in 6.0).
+CACHE_KWARGS = ("past_key_values", "cache")
+
+
+@functools.cache
+def cache_kwarg() -> str:
+    """The name the installed transformers takes a KV cache by: `cache` from 5.24, `past_key_values` before
+    (where a model's forward silently ignores `cache=` and generate refuses it)."""
+    import transformers
+    from packaging.version import Version
+
+    return "cache" if Version(transformers.__version__).release >= (5, 24) else "past_key_values"
+
+
 # Where a LoRA model generates with its adapters merged into the base (`adapters_merged`): on an H100 the T4
 # recipe's decode step took 52 ms with the adapters beside the base and 28 ms merged (docs/gpu.md): a card's
 # decode step is bound by kernel launches, and an adapter adds several to each layer. Not measured on a CPU.
@@ -262,7 +277,7 @@ def _unsupported(kwargs: dict, config) -> bool:
     def get(key, default=None):
         return kwargs.get(key, getattr(config, key, default) if config is not None else default)
 
-    return (any(k in kwargs for k in ("past_key_values", "inputs_embeds", "position_ids"))
+    return (any(k in kwargs for k in (*CACHE_KWARGS, "inputs_embeds", "position_ids"))
             or (get("num_beams", 1) or 1) > 1 or (get("num_return_sequences", 1) or 1) > 1
             or get("cache_implementation") is not None or get("max_new_tokens") is None)
 
@@ -293,8 +308,8 @@ def _prefilled_cache(model, prefix: list[int], rows: int, max_len: int):
         return None
     once = DynamicCache(config=model.config)
     with torch.no_grad():
-        model(input_ids=torch.tensor([prefix], device=model.device), past_key_values=once, use_cache=True,
-              logits_to_keep=1)
+        model(input_ids=torch.tensor([prefix], device=model.device), use_cache=True, logits_to_keep=1,
+              **{cache_kwarg(): once})
     cache.layers = [PrefilledLayer(max_cache_len=max_len) for _ in once.layers]
     for layer, done in zip(cache.layers, once.layers):
         layer.lazy_initialization(done.keys.expand(rows, -1, -1, -1), done.values.expand(rows, -1, -1, -1))
@@ -341,7 +356,7 @@ def _generate_shared(model, input_ids, attention_mask=None, *, generate=None, **
     kwargs.setdefault("disable_compile", True)   # a static cache would make generate compile on a GPU
     with prefix_read_once(model, shared):
         out = generate(input_ids=ids, attention_mask=torch.tensor(mask, device=input_ids.device),
-                       past_key_values=cache, **kwargs)
+                       **{cache_kwarg(): cache}, **kwargs)
     sequences = out if isinstance(out, torch.Tensor) else out.sequences
     joined = torch.cat([input_ids, sequences[:, ids.shape[1]:]], dim=1)
     if isinstance(out, torch.Tensor):
@@ -361,20 +376,25 @@ def left_pad(prompts: list[list[int]], pad_token_id: int, device=None):
 
 
 def generate_in_batches(model, prompts: list[list[int]], *, batch_size: int, pad_token_id: int,
-                        progress: bool = False, **kwargs) -> list[list[int]]:
+                        progress: bool | str = False, **kwargs) -> list[list[int]]:
     """The new tokens `generate_shared` gives each prompt (token lists), in the prompts' order: the prompts are
     batched by length (similar lengths share a batch: less padding), `batch_size` rows at a time. Each row keeps
-    the batch's width (padding after its end included): the caller cuts it at its own stop token."""
-    from tqdm.auto import tqdm
+    the batch's width (padding after its end included): the caller cuts it at its own stop token.
+    `progress`: True or a label ("evaluation") prints lines with an estimate (helpers.reporting.progress)."""
+    from helpers.reporting.progress import ProgressLines
 
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     new_tokens: list[list[int]] = [[] for _ in prompts]
-    for start in tqdm(range(0, len(order), batch_size), desc="generating", disable=not progress):
+    lines = ProgressLines(progress if isinstance(progress, str) else "generating", len(prompts),
+                          unit="replies") if progress else None
+    for start in range(0, len(order), batch_size):
         batch = order[start:start + batch_size]
         ids, mask = left_pad([prompts[i] for i in batch], pad_token_id, model.device)
         out = generate_shared(model, ids, mask, pad_token_id=pad_token_id, **kwargs)
         for i, row in zip(batch, out[:, ids.shape[1]:].tolist()):
             new_tokens[i] = row
+        if lines:
+            lines.advance(len(batch))
     return new_tokens
 
 

@@ -48,6 +48,35 @@ def apple_silicon() -> bool:
     return sys.platform == "darwin" and platform.machine() == "arm64"
 
 
+# oneDNN ISA caps (ONEDNN_MAX_CPU_ISA) that still reach a native bf16 instruction; any other cap rules bf16 out.
+_BF16_ISAS = ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10", "ALL", "DEFAULT")
+
+
+def cpu_native_bf16() -> tuple[bool | None, str]:
+    """(whether this CPU multiplies bf16 natively, why), read from the CPU's flags without timing anything.
+
+    False on an x86 Linux CPU without `avx512_bf16` or `amx_bf16` (AVX2 laptops, most Colab CPU runtimes), or with
+    oneDNN capped below them (ONEDNN_MAX_CPU_ISA=AVX2, as used to rehearse such a CPU): there oneDNN emulates bf16,
+    15-24x slower than fp32 (docs/measurements.md), so timing it only costs the learner a minute. None where the
+    flags are not readable (a Mac, another OS): the caller times both."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap and not cap.startswith(_BF16_ISAS):
+        return False, f"ONEDNN_MAX_CPU_ISA={cap} caps oneDNN below bf16 instructions"
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return None, "CPU flags not read on this platform"
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo")
+                      if line.startswith("flags")), None)
+    except OSError:
+        flags = None
+    if flags is None:
+        return None, "no CPU flags in /proc/cpuinfo"
+    found = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+    if found:
+        return True, f"the CPU has {' and '.join(found)}"
+    return False, "the CPU has neither avx512_bf16 nor amx_bf16"
+
+
 def cuda_precision(capability: tuple[int, int]) -> str:
     """The fastest precision a CUDA card runs natively, from its compute capability."""
     if capability >= (8, 0):

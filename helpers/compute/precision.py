@@ -85,12 +85,15 @@ def _normalise(setting) -> str:
 
 
 def choose_precision(model, setting="auto", *, batch_size: int = 2, seq_len: int = 128,
-                     repeats: int = 2, measure=None) -> PrecisionChoice:
+                     repeats: int = 2, measure=None, native_bf16: bool | None = None) -> PrecisionChoice:
     """The precision to train `model` in: `setting` as given, or "auto" (see the module docstring).
 
     On CPU "auto" costs a few seconds: one warm-up and `repeats` timed forward+backward passes of a
     `batch_size` x `seq_len` batch in each precision; the faster is kept (the model is left as it was).
-    `measure(model, precision) -> seconds` replaces the timing (tests use it to force a slow path).
+    A CPU whose flags rule bf16 out (`hardware.cpu_native_bf16`) gets fp32 without the timing: the emulated bf16
+    passes alone took a minute on an AVX2 laptop-class CPU. `native_bf16` overrides that reading (None: read it,
+    unless `measure` is given). `measure(model, precision) -> seconds` replaces the timing (tests use it to force
+    a slow path).
     """
     wanted = _normalise(setting)
     device = next(model.parameters()).device.type   # where the model trains: load it there first
@@ -112,6 +115,13 @@ def choose_precision(model, setting="auto", *, batch_size: int = 2, seq_len: int
     if device == "mps":
         return PrecisionChoice("fp32", device, "Apple MPS is not CUDA and autocast on it is not measured in this "
                                "project: fp32 (the notebooks train on the CPU of a Mac; this model was moved to MPS)")
+    if native_bf16 is None and measure is None:
+        native_bf16, why = hardware.cpu_native_bf16()
+    else:
+        why = "as told"
+    if native_bf16 is False:
+        return PrecisionChoice("fp32", device, f"{why}: bf16 would be emulated, many times slower than fp32, so it "
+                               "was not timed")
     measure = measure or (lambda m, p: time_training_pass(m, p, batch_size=batch_size, seq_len=seq_len,
                                                           repeats=repeats))
     timings = {p: measure(model, p) for p in ("fp32", "bf16")}
