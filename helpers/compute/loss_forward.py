@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 
-from helpers.compute.generation import row_spans, shared_prefix_length
+from helpers.compute.generation import CACHE_KWARGS, cache_kwarg, row_spans, shared_prefix_length
 
 MIN_SHARED = 32       # below this the split costs more than it saves
 
@@ -58,7 +58,7 @@ def forward_shared(backbone, forward, input_ids=None, attention_mask=None, **kwa
 
     if (kwargs.get("use_cache") is not False or input_ids is None or attention_mask is None
             or attention_mask.dim() != 2 or input_ids.shape[0] < 2
-            or any(kwargs.get(k) is not None for k in ("past_key_values", "inputs_embeds", "position_ids"))
+            or any(kwargs.get(k) is not None for k in (*CACHE_KWARGS, "inputs_embeds", "position_ids"))
             or any(kwargs.get(k) for k in ("output_hidden_states", "output_attentions", "output_router_logits"))
             or input_ids.device.type != "cpu" or getattr(backbone, "gradient_checkpointing", False)):
         return plain()
@@ -73,10 +73,10 @@ def forward_shared(backbone, forward, input_ids=None, attention_mask=None, **kwa
         return plain()
 
     device, batch = input_ids.device, input_ids.shape[0]
-    rest = dict(kwargs, use_cache=True)
+    rest = {k: v for k, v in kwargs.items() if k not in CACHE_KWARGS} | {"use_cache": True, cache_kwarg(): cache}
     prefix = forward(input_ids=torch.tensor([rows[0][:shared]], device=device),
                      attention_mask=torch.ones(1, shared, dtype=attention_mask.dtype, device=device),
-                     past_key_values=cache, **rest)
+                     **rest)
     for layer in cache.layers:   # one copy of the prefix's keys and values, seen by every row
         layer.keys = layer.keys.expand(batch, -1, -1, -1)
         layer.values = layer.values.expand(batch, -1, -1, -1)
@@ -85,7 +85,7 @@ def forward_shared(backbone, forward, input_ids=None, attention_mask=None, **kwa
     tail_mask = [[1] * (len(r) - shared) + [0] * (width - (len(r) - shared)) for r in rows]
     mask = torch.cat([torch.ones(batch, shared, dtype=attention_mask.dtype, device=device),
                       torch.tensor(tail_mask, dtype=attention_mask.dtype, device=device)], dim=1)
-    out = forward(input_ids=torch.tensor(tails, device=device), attention_mask=mask, past_key_values=cache, **rest)
+    out = forward(input_ids=torch.tensor(tails, device=device), attention_mask=mask, **rest)
 
     hidden = torch.cat([prefix.last_hidden_state.expand(batch, -1, -1), out.last_hidden_state], dim=1)
     length = input_ids.shape[1]
