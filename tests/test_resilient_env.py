@@ -199,3 +199,24 @@ def test_the_hosted_url_check_waits_for_a_waking_space_too(proxy):
     proxy.wake_for(60)
     with pytest.raises(ServerError, match="still answers 503 after 1 s of retrying: the Space may be failing"):
         check_reachable(proxy.url, wake_timeout_s=1.0, out=lambda _: None)
+
+
+def test_the_upstream_server_behind_faults_is_ridden_through_the_same_way(tmp_path):
+    """ENV_BASE_URL naming an upstream server (the contract tests' stand-in of OpenEnv's reasoning_gym server, one
+    session at a time) behind a waking start and dropped connections: the same questions and scores as undisturbed,
+    every episode scored, the drops replayed (the dropped session's slot is waited for where the server still holds it)."""
+    with LocalServer("tests.upstream_apps:reasoning_gym_app", factory=True, name="upstream-reasoning-gym",
+                     log_dir=tmp_path / "logs") as server:
+        direct = resilient(ReasoningGymEnv, base_url=server.base_url)
+        expected = play(direct, 10)
+        direct.close()
+        with FaultProxy(server.base_url) as proxy:
+            proxy.wake_for(1.0)
+            proxy.drop_every = 13
+            lines = []
+            client = resilient(ReasoningGymEnv, base_url=proxy.url, out=lines.append)
+            assert play(client, 10) == expected
+            assert proxy.stats["dropped"] >= 1 and proxy.stats["answered_503"] >= 1
+            assert client.stats.scored == 10 and client.stats.failed == 0 and client.stats.retried >= 2
+            assert lines[0] == f"environment at {proxy.url} is starting (503); retrying for up to 3 minutes"
+            client.close()
