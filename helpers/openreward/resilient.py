@@ -65,7 +65,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from helpers.servers.resilient import TOTALS, EpisodeFailed, ResilienceStats, _span, announce, settled
+from helpers.servers.resilient import TOTALS, EpisodeFailed, Patience, ResilienceStats, _span, announce, settled
 
 __all__ = ["resilient_sessions", "ORSReplayRule", "RULES", "classify_ors", "EpisodeFailed", "EnvironmentUnavailable"]
 
@@ -179,8 +179,8 @@ class _Resilient:
         """TRL's reset (close the old session, open one for the row, read its prompt) through waking, refused
         and lost connections; afterwards the adapter's session is the guard."""
         o = self._ors_opts
-        started: dict = {}
-        backoff, lost, faulted = 0.25, 0, False
+        patience = Patience()
+        lost, faulted = 0, False
         while True:
             self._ors_live = None
             attempt = time.monotonic()
@@ -191,8 +191,6 @@ class _Resilient:
                 if kind is None:
                     raise
                 faulted = True
-                now = time.monotonic()
-                first = started.setdefault(kind, now)
                 if kind not in ("waking", "refused"):
                     lost += 1
                     if lost > o["max_reconnects"]:
@@ -200,16 +198,15 @@ class _Resilient:
                                                      f"times ({detail}).") from exc
                     self._ors_add(reconnects=1)
                     continue
-                limit = o["wake_timeout_s"] if kind == "waking" else o["refused_timeout_s"]
-                if now - first >= limit:
-                    raise self._ors_gave_up(kind, detail, now - first) from exc
+                pause, waited = patience.next_pause(kind, o["wake_timeout_s"] if kind == "waking"
+                                                    else o["refused_timeout_s"])
+                if pause is None:
+                    raise self._ors_gave_up(kind, detail, waited) from exc
                 if kind == "waking":
                     announce(o["url"], "waking", f"environment at {o['url']} is starting ({detail}); retrying "
                                                  f"for up to {_span(o['wake_timeout_s'])}", o["out"])
-                pause = min(backoff, max(0.05, limit - (now - first)))
                 time.sleep(pause)   # waited: the SDK's own retries in this attempt, and this pause
                 self._ors_add(waited_s=time.monotonic() - attempt, reconnects=1)
-                backoff = min(backoff * 2, 10.0)
                 continue
             self._ors_live, self._session = self._session, _Guard(self)
             if faulted:

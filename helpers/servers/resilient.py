@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["resilient", "ResilientClient", "ResilienceStats", "EpisodeFailed", "EnvironmentFull",
-           "ReplayRule", "RULES", "TOTALS", "classify", "announce", "settled"]
+           "ReplayRule", "RULES", "TOTALS", "classify", "announce", "settled", "Patience"]
 
 
 class EpisodeFailed(ConnectionError):
@@ -214,6 +214,25 @@ def settled(url: str) -> None:
         _ANNOUNCED.discard((url, "capacity"))
 
 
+class Patience:
+    """The waits of one call through the faults worth waiting out (waking, full, refused): for each kind, when it
+    was first seen, and the next pause, doubling from 0.25 s to 10 s and never past the kind's limit."""
+
+    def __init__(self):
+        self.first: dict[str, float] = {}
+        self.backoff = 0.25
+
+    def next_pause(self, kind: str, limit: float) -> tuple[float | None, float]:
+        """(seconds to sleep, or None once `limit` has passed since `kind` was first seen; seconds waited so far)."""
+        now = time.monotonic()
+        waited = now - self.first.setdefault(kind, now)
+        if waited >= limit:
+            return None, waited
+        pause = min(self.backoff, max(0.05, limit - waited))
+        self.backoff = min(self.backoff * 2, 10.0)
+        return pause, waited
+
+
 class _ReplayMismatch(Exception):
     pass
 
@@ -355,8 +374,7 @@ class ResilientClient:
         """`call` on a live session, reopening it (and replaying the journal) through the faults it rides out.
         `replay`: the call depends on the session's state (a step, a plain reset), so a new session first
         gets the journal replayed."""
-        started: dict = {}          # fault kind -> when it was first seen during this call
-        backoff = 0.25
+        patience = Patience()
         lost = 0
         retried = False
         while True:
@@ -391,8 +409,6 @@ class ResilientClient:
                 if kind is None:
                     raise
                 self._drop_client()
-                now = time.monotonic()
-                first = started.setdefault(kind, now)
                 retried = True
                 if kind == "lost":
                     lost += 1
@@ -406,18 +422,17 @@ class ResilientClient:
                     continue
                 limit = {"waking": self.wake_timeout_s, "capacity": self.capacity_timeout_s,
                          "refused": self.refused_timeout_s}[kind]
-                if now - first >= limit:
-                    raise self._gave_up(kind, detail, now - first, exc) from exc
+                pause, waited = patience.next_pause(kind, limit)
+                if pause is None:
+                    raise self._gave_up(kind, detail, waited, exc) from exc
                 if kind == "waking":
                     self._announce(kind, f"environment at {self.url} is starting ({detail}); retrying for up to "
                                          f"{_span(self.wake_timeout_s)}")
                 elif kind == "capacity":
                     self._announce(kind, f"environment at {self.url} is full ({_capacity(detail)}); waiting up "
                                          f"to {_span(self.capacity_timeout_s)} for a session to free up")
-                pause = min(backoff, max(0.05, limit - (now - first)))
                 time.sleep(pause)
                 self._add(waited_s=pause, reconnects=1)
-                backoff = min(backoff * 2, 10.0)
                 continue
             if retried:
                 self._add(retried=1)
