@@ -137,7 +137,7 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     if name == "gpu" and "lora" in defaults:
         gpu = detect_gpu() if gpu == "detect" else gpu
         card = {k: v for k, v in gpu_recipe(gpu).items() if k in defaults and k not in overridden}
-    slow = slow_cpu_recipe(notebook, name)
+    slow, no_bf16 = slow_cpu_recipe(notebook, name)
     slow = {k: v for k, v in slow.items() if k in defaults and k not in overridden}
     settings = Settings(profile=name, **{**defaults, **card, **slow, **overridden})
     if name == "gpu" and "lora" in defaults and gpu:
@@ -151,7 +151,7 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
         if busy:
             print(busy)
         if slow:
-            print(f"this CPU has no native bf16 ({cpu_native_bf16()[1]}), so every pass runs in fp32: the slow-CPU "
+            print(f"this CPU has no native bf16 ({no_bf16}), so every pass runs in fp32: the slow-CPU "
                   "recipe sets " + ", ".join(f"{k}={v!r}" for k, v in slow.items()))
         if card:
             print(f"this {gpu.memory_gib:.0f} GiB card ({card_class(gpu.memory_gib)} class) sets: "
@@ -163,13 +163,14 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     return settings
 
 
-def slow_cpu_recipe(notebook: str, profile: str) -> dict:
-    """The recipe's `slow_cpu` changes when `profile` is cpu, no CUDA card trains, and this CPU has no native bf16
-    (`helpers.compute.hardware.cpu_native_bf16`); empty otherwise."""
+def slow_cpu_recipe(notebook: str, profile: str) -> tuple[dict, str]:
+    """(the recipe's `slow_cpu` changes, why) when `profile` is cpu, no CUDA card trains, and this CPU has no native
+    bf16 (`helpers.compute.hardware.cpu_native_bf16`); ({}, "") otherwise."""
     changes = RECIPES[notebook].slow_cpu if notebook in RECIPES else {}
-    if not changes or profile != "cpu" or detect_gpu() or cpu_native_bf16()[0] is not False:
-        return {}
-    return dict(changes)
+    if not changes or profile != "cpu" or detect_gpu():
+        return {}, ""
+    native, why = cpu_native_bf16()
+    return (dict(changes), why) if native is False else ({}, "")
 
 
 def gpu_recipe(gpu) -> dict:
