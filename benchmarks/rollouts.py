@@ -216,7 +216,9 @@ def _time(call):
 
 
 def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: str | None = None,
-        shapes: tuple[str, ...] = ("group", "evaluation")) -> dict:
+        shapes: tuple[str, ...] = ("group", "evaluation"), paths: tuple[str, ...] = (),
+        replies_to: str | None = None) -> dict:
+    """Time every path of `shapes` (or only `paths`); `replies_to`: write evaluation replies beside that name."""
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -246,12 +248,13 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
             prompt = group_prompt(tokenizer)
             prompts = [prompt] * spec["rollouts"]
             calls = {p: (lambda p=p: _group(model, prompt, spec["rollouts"], spec["new_tokens"], eos, pad, p))
-                     for p in GROUP_PATHS}
+                     for p in GROUP_PATHS if not paths or p in paths}
             result["group"] = {"model": label, "rollouts": spec["rollouts"], "prompt_tokens": len(prompt),
                                "max_new_tokens": spec["new_tokens"]}
         else:
             prompts = prompt_ids(tokenizer, held_out_questions(spec["questions"]))
-            calls = {p: (lambda p=p: _evaluation(model, prompts, eos, pad, p)) for p in EVAL_PATHS}
+            calls = {p: (lambda p=p: _evaluation(model, prompts, eos, pad, p))
+                     for p in EVAL_PATHS if not paths or p in paths}
             result["evaluation"] = {"model": label, "questions": len(prompts), "max_new_tokens": EVAL_NEW_TOKENS,
                                     "prompt_tokens_mean": round(sum(map(len, prompts)) / len(prompts), 1)}
         out(f"\n{shape}: {result[shape]}")
@@ -268,17 +271,19 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
                     row.update(seconds=round(seconds, 3), tokens=tokens, tokens_per_s=round(tokens / seconds, 1),
                                floor_s=round(floor["floor_s"], 3), of_floor=round(floor["floor_s"] / seconds, 3),
                                shared_prefix_tokens=floor["shared_prefix_tokens"], load_average=round(load, 2))
-                    if shape == "evaluation":
+                    if shape == "evaluation" and "batch8" in calls:
                         baseline_replies = baseline_replies or generated
                         row["same_replies_as_batch8"] = sum(a == b for a, b in zip(generated, baseline_replies))
-                    elif path_name == "trainer_bf16":
+                    if shape == "evaluation" and replies_to:   # to compare two environments' greedy replies
+                        Path(f"{replies_to}.{path_name}.json").write_text(json.dumps(generated))
+                    if path_name == "trainer_bf16":
                         trainer_rollouts = generated
-                    elif path_name == "trainer_bf16_reused":   # the reused casts are autocast's: the same draws
+                    elif path_name == "trainer_bf16_reused" and trainer_rollouts is not None:   # autocast's casts: the same draws
                         row["same_tokens_as_trainer_bf16"] = generated == trainer_rollouts
                     out(f"  {path_name:<16} {seconds:7.2f} s  {tokens:6d} tokens  {tokens / seconds:7.1f} tokens/s  "
                         f"{row['of_floor']:6.1%} of the floor ({row['floor_s']} s)"
-                        + (f"  same replies {row['same_replies_as_batch8']}/{len(prompts)}" if shape == "evaluation"
-                           else "")
+                        + (f"  same replies {row['same_replies_as_batch8']}/{len(prompts)}"
+                           if "same_replies_as_batch8" in row else "")
                         + (f"  same tokens as trainer_bf16: {row['same_tokens_as_trainer_bf16']}"
                            if "same_tokens_as_trainer_bf16" in row else ""))
                 except Exception as exc:   # a path that fails here is a result: keep the error, measure the others
@@ -310,8 +315,16 @@ def main() -> None:
     parser.add_argument("--size", choices=list(SIZES), default="full")
     parser.add_argument("--model", default=None, help="a model name for helpers.models.offline.resolve_model")
     parser.add_argument("--shapes", default="group,evaluation", help="comma-separated subset of group, evaluation")
+    parser.add_argument("--paths", default="", help=f"comma-separated subset of {', '.join(PATHS)} (default: all)")
+    parser.add_argument("--replies", default=None,
+                        help="write each evaluation path's token ids to REPLIES.<path>.json (to compare two stacks)")
     args = parser.parse_args()
-    print(json.dumps(run(args.size, model_name=args.model, shapes=tuple(args.shapes.split(","))), indent=1))
+    paths = tuple(p for p in args.paths.split(",") if p)
+    unknown = sorted(set(paths) - set(PATHS))
+    if unknown:
+        parser.error(f"unknown path(s) {', '.join(unknown)}: choose from {', '.join(PATHS)}")
+    print(json.dumps(run(args.size, model_name=args.model, shapes=tuple(args.shapes.split(",")), paths=paths,
+                         replies_to=args.replies), indent=1))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ calls: the WebSocket round trips plus the server's work. Step time comes from tr
 first step (compilation, pool start-up) is reported but left out of the averages.
 
 Profiles: `tiny` (the `tiny-toolcall` model: tool calls, random answers) and `cpu` (SmolLM2-135M,
-the laptop profile; only at --size full, it takes ~12 s a step on an idle 2-core CPU).
+the laptop profile; only at --size full: about 47 s a step on an idle 2-core Zen 4, since this is
+GRPOTrainer as TRL ships it, in fp32, without the notebooks' speed paths; docs/measurements.md, the stack).
 """
 
 from __future__ import annotations

@@ -101,6 +101,18 @@ def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tmp_path)
     assert "| shared_b32 |" in (tmp_path / "results.md").read_text()
 
 
+def test_rollouts_benchmark_times_chosen_paths_and_writes_their_replies(tmp_path):
+    """`--paths` times only the paths named (what pairing two environments path by path needs), and `--replies`
+    writes each evaluation path's greedy token ids, to compare stacks reply by reply."""
+    from benchmarks.rollouts import run
+
+    data = run("tiny", out=lambda *_: None, shapes=("evaluation",), paths=("batch8", "shared_b64"),
+               replies_to=str(tmp_path / "rep"))
+    assert [(r["shape"], r["path"]) for r in data["rows"]] == [("evaluation", "batch8"), ("evaluation", "shared_b64")]
+    first, second = (json.loads((tmp_path / f"rep.{p}.json").read_text()) for p in ("batch8", "shared_b64"))
+    assert len(first) == data["evaluation"]["questions"] and first == second
+
+
 def test_loss_pass_benchmark_times_every_path_against_the_machine_floor(tmp_path):
     """The GRPO loss pass (tiny model): each path forward + backward, timed, reported against its floor and
     against the plain pass; the prompt the rows share is the real system prompt and tool schema."""
