@@ -278,7 +278,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
                         Path(f"{replies_to}.{path_name}.json").write_text(json.dumps(generated))
                     if path_name == "trainer_bf16":
                         trainer_rollouts = generated
-                    elif path_name == "trainer_bf16_reused" and trainer_rollouts is not None:   # autocast's casts: the same draws
+                    elif path_name == "trainer_bf16_reused" and trainer_rollouts is not None:   # the same draws
                         row["same_tokens_as_trainer_bf16"] = generated == trainer_rollouts
                     out(f"  {path_name:<16} {seconds:7.2f} s  {tokens:6d} tokens  {tokens / seconds:7.1f} tokens/s  "
                         f"{row['of_floor']:6.1%} of the floor ({row['floor_s']} s)"

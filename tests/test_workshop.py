@@ -49,7 +49,7 @@ def test_the_avx2_laptop_minutes_are_quoted_from_the_page():
     """What an AVX2 laptop's notebook 01 takes with its slow-CPU recipe: the page's shipped `cpu-avx2` row."""
     s = results.shipped_summary(results.load_runs()["runs"], "01_grpo_walkthrough", "cpu-avx2")
     figure = results.fmt_range(*s["idle_minutes"]) if s["idle_minutes"] else results.fmt_minutes(s["other_minutes"])
-    assert f"notebook 01 takes its slow-CPU recipe by itself" in " ".join(PAGE.split())
+    assert "notebook 01 takes its slow-CPU recipe by itself" in " ".join(PAGE.split())
     assert re.search(rf"slow-CPU recipe by itself \([^)]*\) and (?:about|up to) {figure} minutes", " ".join(PAGE.split()))
 
 
