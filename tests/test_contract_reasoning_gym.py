@@ -1,10 +1,14 @@
-"""reasoning_gym wire contract with upstream OpenEnv (envs/reasoning_gym_env at commit 685de411),
-both directions, independent of our models:
+"""reasoning_gym wire contract with upstream OpenEnv (envs/reasoning_gym_env of huggingface/OpenEnv,
+read at commits 685de411 and 385de5eb), both directions, independent of our models:
 
 - upstream-shaped frames (written out below from upstream's models.py / server) fed to our
   client's parser; our client over the real WebSocket against a stand-in upstream server
   (tests/upstream_apps.py) for a whole episode, a composite reset and `openenv collect`;
-- our server's frames checked against upstream's shapes (what upstream's client builds from them).
+- the capacity a hosted Space shows: one session (built up to 685de411) or MAX_CONCURRENT_ENVS,
+  default 8 (from 522baf00, #619), both stand-ins through our preflight `check_sessions`;
+- our server's frames checked against upstream's shapes (what upstream's client builds from them);
+- opt-in, with OPENENV_UPSTREAM naming checkouts of huggingface/OpenEnv: upstream's own server and
+  client from each checkout, both ways (tests/upstream_apps.py, "real upstream snapshots").
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from websockets.sync.client import connect
 
 from helpers.servers import LocalServer, ServerError, check_sessions
 from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
+from upstream_apps import run_upstream_client, snapshot_app_source, snapshot_env, snapshot_params
 
 CHAIN_SUM = {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2}
 
@@ -69,9 +74,29 @@ def test_our_client_plays_on_an_upstream_shaped_server(upstream_server):
 
 
 def test_one_session_upstream_server_fails_the_preflight_with_what_to_do(upstream_server):
+    """A Space built from upstream up to 685de411 (max_concurrent_envs=1 hard-coded)."""
     check_sessions(upstream_server.base_url, 1)
     with pytest.raises(ServerError, match=r"refused session 2 of the 2.*CAPACITY_REACHED.*max_concurrent_envs=1"):
         check_sessions(upstream_server.base_url, 2)
+
+
+@pytest.mark.parametrize("setting, sessions", [(None, 8), ("3", 3)])
+def test_a_newer_upstream_server_holds_max_concurrent_envs_sessions(setting, sessions, tmp_path):
+    """A Space built from upstream since 522baf00 (#619, 385de5eb): MAX_CONCURRENT_ENVS sessions, default 8, each
+    with its own dataset; the preflight's refusal names the variable to set."""
+    env = {"MAX_CONCURRENT_ENVS": setting} if setting else {}
+    with LocalServer("tests.upstream_apps:reasoning_gym_concurrent_app", factory=True, env=env,
+                     name="upstream-reasoning-gym-8", log_dir=tmp_path) as server:
+        check_sessions(server.base_url, sessions)
+        with pytest.raises(ServerError, match=rf"refused session {sessions + 1} of the {sessions + 1}.*"
+                                              rf"{sessions}/{sessions} sessions.*MAX_CONCURRENT_ENVS"):
+            check_sessions(server.base_url, sessions + 1)
+        local = reasoning_gym.create_dataset("chain_sum", seed=4, size=3, **CHAIN_SUM)
+        with ReasoningGymEnv(base_url=server.base_url).sync() as one, \
+                ReasoningGymEnv(base_url=server.base_url).sync() as two:
+            one.reset(dataset_name="chain_sum", dataset_config=CHAIN_SUM, seed=4, size=3)
+            assert two.reset().observation.question != local[0]["question"]  # its own (default) dataset
+            assert one.reset().observation.question == local[1]["question"]  # one's iterator untouched
 
 
 def test_openenv_collect_through_our_harness_collects_from_an_upstream_shaped_server(upstream_server, tmp_path):
@@ -124,3 +149,126 @@ def test_our_server_sends_only_what_upstreams_client_accepts(rg_server):
     assert frames[0]["data"]["reward"] == 0.0  # as upstream after reset
     state = frames[3]["data"]
     assert isinstance(state["episode_id"], str) and isinstance(state["step_count"], int)
+
+
+# -- upstream's own code, from checkouts named by OPENENV_UPSTREAM (skipped when unset) ----------------
+
+UPSTREAM_COLLECT = """
+import json, os, sys, tempfile
+from openenv.cli.commands.collect import _build_session_factory
+from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter, ModelStepResult
+from openenv.core.harness.collect import CollectRunner, RolloutSerializer
+from openenv.core.llm_client import LLMResponse, ToolCall
+import reasoning_gym_env.harness as harness
+
+def teacher(messages, tools, sampling):
+    expression = messages[-1]["content"].rsplit(":", 1)[1].strip().rstrip("=")
+    return ModelStepResult(response=LLMResponse(content="", tool_calls=[
+        ToolCall(id="c0", name="answer", args={"answer": str(eval(expression))})]))
+
+config = {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2}
+runner = CollectRunner(session_factory=_build_session_factory("reasoning_gym:chain_sum", os.environ["BASE_URL"],
+                                                              dataset_config=config),
+                       harness_adapter=MCPHarnessAdapter(), serializer=RolloutSerializer(tempfile.mkdtemp()),
+                       limits=HarnessRunLimits(max_turns=3))
+result = runner.run(model_step=teacher, num_episodes=3)
+print(json.dumps({"harness": harness.__file__, "collected": result.num_collected, "failed": result.num_failed,
+                  "reward": result.avg_reward}))
+"""
+
+UPSTREAM_CLIENT_EPISODE = """
+import json, os
+from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
+import reasoning_gym_env
+config = {"min_terms": 2, "max_terms": 3, "min_digits": 2, "max_digits": 2}
+out = {"module": reasoning_gym_env.__file__}
+with ReasoningGymEnv(base_url=os.environ["BASE_URL"]).sync() as env:
+    r = env.reset(dataset_name="chain_sum", dataset_config=config, seed=4, size=3)
+    out["reset"] = [r.observation.question, r.reward, r.done]
+    r = env.step(ReasoningGymAction(answer="0"))
+    out["step"] = [r.observation.score, r.observation.correct_answer, r.reward, r.done,
+                   sorted(r.observation.dataset_metadata or {})]
+    out["next"] = env.reset().observation.question
+    r = env.reset(dataset_name="composite", seed=1, size=4,
+                  dataset_specs=[{"name": "chain_sum", "config": config}, {"name": "leg_counting"}])
+    out["composite"] = r.observation.question
+    s = env.state()
+    out["state"] = [type(s.episode_id).__name__, s.step_count]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module", params=snapshot_params())
+def snapshot(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def real_upstream_server(snapshot, tmp_path_factory):
+    with LocalServer("reasoning_gym_env.server.app:app", env=snapshot_env(snapshot), name="real-upstream-rg",
+                     log_dir=tmp_path_factory.mktemp("real-upstream-rg")) as server:
+        yield server
+
+
+def test_our_client_plays_on_upstreams_own_server(real_upstream_server):
+    local = reasoning_gym.create_dataset("chain_sum", seed=4, size=3, **CHAIN_SUM)
+    with ReasoningGymEnv(base_url=real_upstream_server.base_url).sync() as env:
+        result = env.reset(dataset_name="chain_sum", dataset_config=CHAIN_SUM, seed=4, size=3)
+        assert result.observation.question == local[0]["question"] and result.reward == 0.0
+        result = env.step(ReasoningGymAction(answer=local[0]["answer"]))
+        assert result.reward == 1.0 and result.done and result.observation.question is None
+        assert result.observation.correct_answer == local[0]["answer"]
+        assert env.reset().observation.question == local[1]["question"]
+        result = env.reset(dataset_name="composite", seed=1, size=4,
+                           dataset_specs=[{"name": "chain_sum", "config": CHAIN_SUM}, {"name": "leg_counting"}])
+        assert result.observation.question and env.state().step_count == 0
+
+
+def test_upstreams_own_server_capacity_is_what_the_docs_say(snapshot, real_upstream_server):
+    """685de411: one session, hard-coded. Since 522baf00: MAX_CONCURRENT_ENVS, default 8 (read from app.py)."""
+    reads_setting = "MAX_CONCURRENT_ENVS" in snapshot_app_source(snapshot, "reasoning_gym_env")
+    sessions = 8 if reads_setting else 1
+    check_sessions(real_upstream_server.base_url, sessions)
+    with pytest.raises(ServerError, match=rf"refused session {sessions + 1} .*CAPACITY_REACHED"):
+        check_sessions(real_upstream_server.base_url, sessions + 1)
+
+
+def test_openenv_collect_through_our_harness_collects_from_upstreams_own_server(real_upstream_server, tmp_path):
+    from openenv.cli.commands.collect import _build_session_factory
+    from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter, ModelStepResult
+    from openenv.core.harness.collect import CollectRunner, RolloutSerializer
+    from openenv.core.llm_client import LLMResponse, ToolCall
+
+    def teacher(messages, tools, sampling):
+        expression = messages[-1]["content"].rsplit(":", 1)[1].strip().rstrip("=")
+        return ModelStepResult(response=LLMResponse(content="", tool_calls=[
+            ToolCall(id="c0", name="answer", args={"answer": str(eval(expression))})]))
+
+    runner = CollectRunner(
+        session_factory=_build_session_factory("reasoning_gym:chain_sum", real_upstream_server.base_url,
+                                               dataset_config=CHAIN_SUM),
+        harness_adapter=MCPHarnessAdapter(), serializer=RolloutSerializer(tmp_path),
+        limits=HarnessRunLimits(max_turns=3))
+    result = runner.run(model_step=teacher, num_episodes=3)
+    assert (result.num_collected, result.num_failed, result.avg_reward) == (3, 0, 1.0)
+
+
+def test_upstreams_own_client_plays_on_our_server(snapshot, rg_server):
+    out = run_upstream_client(snapshot, UPSTREAM_CLIENT_EPISODE, rg_server.base_url)
+    assert out["module"].startswith(str(snapshot))  # upstream's client, not ours
+    local = reasoning_gym.create_dataset("chain_sum", seed=4, size=3, **CHAIN_SUM)
+    assert out["reset"] == [local[0]["question"], 0.0, False]
+    score, correct, reward, done, metadata_keys = out["step"]
+    assert (correct, done) == (local[0]["answer"], True) and reward == score and score < 1.0
+    assert "source_dataset" in metadata_keys
+    assert out["next"] == local[1]["question"] and out["composite"]
+    assert out["state"] == ["str", 0]
+
+
+def test_upstreams_own_openenv_collect_collects_from_our_server(snapshot, rg_server):
+    """`openenv collect reasoning_gym:...` with upstream's own harness (added by #652, not at 685de411)."""
+    if not (snapshot / "src" / "openenv" / "cli" / "commands" / "collect.py").exists():
+        pytest.skip("this upstream snapshot has no `openenv collect`")
+    out = run_upstream_client(snapshot, UPSTREAM_COLLECT, rg_server.base_url)
+    assert out["harness"].startswith(str(snapshot))
+    assert (out["collected"], out["failed"], out["reward"]) == (3, 0, 1.0)

@@ -1,8 +1,10 @@
-"""TextArena / Wordle wire contract with upstream OpenEnv (envs/textarena_env at commit 685de411),
-both directions: our client against a stand-in upstream server (tests/upstream_apps.py: the real
-textarena game behind upstream's observation shape: one merged transcript message, a prompt that
-becomes the game id after a step, `info.reward_signals`, seed ignored), upstream-shaped frames fed
-to our parser, and our server's frames against upstream's shape."""
+"""TextArena / Wordle wire contract with upstream OpenEnv (envs/textarena_env of huggingface/OpenEnv, read
+at commits 685de411 and 385de5eb: the wire did not change between them), both directions: our client
+against a stand-in upstream server (tests/upstream_apps.py: the real textarena game behind upstream's
+observation shape: one merged transcript message, a prompt that becomes the game id after a step,
+`info.reward_signals`, seed ignored), upstream-shaped frames fed to our parser, and our server's frames
+against upstream's shape. Opt-in, with OPENENV_UPSTREAM naming checkouts of huggingface/OpenEnv:
+upstream's own server and client from each checkout, both ways."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from websockets.sync.client import connect
 from helpers.servers import LocalServer
 from helpers.wordle import feedback_counts
 from textarena_env import TextArenaAction, TextArenaEnv
+from upstream_apps import run_upstream_client, snapshot_env, snapshot_params, snapshot_server_app
 
 UPSTREAM_OBSERVATION_FIELDS = {"prompt": str, "messages": list, "current_player_id": int,
                                "legal_players": list, "info": dict}
@@ -153,3 +156,105 @@ def test_our_client_reads_a_winning_move_in_free_text_as_the_server_does(upstrea
         result = env.step(TextArenaAction(message="I think it is [crane]"))
     assert result.observation.won and result.observation.guesses == ["stare", "crane"]
     assert bracketed_guess("I think it is [Image] or [crane]") == "image" and bracketed_guess("crane") == ""
+
+
+# -- upstream's own code, from checkouts named by OPENENV_UPSTREAM (skipped when unset) ----------------
+
+UPSTREAM_CLIENT_GAME = """
+import json, os
+import textarena_env
+from textarena_env import TextArenaAction, TextArenaEnv
+out = {"module": textarena_env.__file__, "steps": []}
+with TextArenaEnv(base_url=os.environ["BASE_URL"]).sync() as env:
+    r = env.reset(word="crane")
+    out["reset"] = [r.observation.prompt, len(r.observation.messages), r.reward, r.done]
+    for move in ["[stare]", "[stare]", "[slate]", "I think it is [crane]"]:
+        r = env.step(TextArenaAction(message=move))
+        o = r.observation
+        out["steps"].append({"prompt": o.prompt, "messages": [[m.sender_id, m.category, len(m.content)] for m in o.messages],
+                             "signals": o.info.get("reward_signals"), "reward": r.reward, "done": r.done})
+    s = env.state()
+    out["state"] = [s.env_id, s.num_players, s.turn, sorted(s.raw_state), s.last_info.get("reward_signals")]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module", params=snapshot_params())
+def snapshot(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def real_upstream_wordle(snapshot, tmp_path_factory):
+    with LocalServer(snapshot_server_app("textarena_env"), factory=True, env=snapshot_env(snapshot),
+                     name="real-upstream-ta", log_dir=tmp_path_factory.mktemp("real-upstream-ta")) as server:
+        yield server
+
+
+def _secret(env) -> str:
+    """Upstream sends TextArena's game state, secret word included, from the start of a game."""
+    return env.state().raw_state["game_state"]["secret_word"]
+
+
+def test_our_client_reads_the_board_from_upstreams_own_server(real_upstream_wordle):
+    with TextArenaEnv(base_url=real_upstream_wordle.base_url).sync() as env:
+        result = env.reset()
+        assert "Wordle" in result.observation.prompt and result.observation.guesses_left == 6
+        secret = _secret(env)
+        first = "stare" if secret != "stare" else "slate"
+        obs = env.step(TextArenaAction(message=f"[{first}]")).observation
+        assert obs.prompt == "Wordle-v0" and len(obs.messages) == 1  # upstream's shape, as received
+        assert obs.guesses == [first] and len(obs.feedback) == 1 and obs.guesses_left == 5
+        assert len(obs.feedback[0]) == 5 and set(obs.feedback[0]) <= set("GYX")
+        signals = obs.info["reward_signals"]  # upstream's own streams agree with what we derived
+        assert feedback_counts(obs.feedback) == (round(signals["wordle.greens"] * 5), round(signals["wordle.yellows"] * 5))
+        obs = env.step(TextArenaAction(message=f"[{first}]")).observation
+        assert obs.invalid_move and obs.guesses == [first]
+        result = env.step(TextArenaAction(message=f"I think it is [{secret}]"))
+        assert result.done and result.reward == 1.0 and result.observation.won
+        assert result.observation.guesses == [first, secret] and result.observation.feedback[-1] == "GGGGG"
+
+
+def test_our_server_sends_the_reward_signals_upstreams_own_server_sends(real_upstream_wordle, wordle_server):
+    """The same game (upstream's random word, read from its state) on upstream's server and on ours."""
+    url = real_upstream_wordle.base_url.replace("http://", "ws://") + "/ws"
+    with connect(url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {}}))
+        ws.recv()
+        ws.send(json.dumps({"type": "state"}))
+        secret = json.loads(ws.recv())["data"]["raw_state"]["game_state"]["secret_word"]
+        first, second = [w for w in ("stare", "slate", "crane") if w != secret][:2]
+        moves = [f"[{first}]", f"[{first}]", f"[{second}]", f"I think it is [{secret}]"]
+        theirs = []
+        for move in moves:
+            ws.send(json.dumps({"type": "step", "data": {"message": move}}))
+            theirs.append(json.loads(ws.recv())["data"])
+    url = wordle_server.base_url.replace("http://", "ws://") + "/ws"
+    with connect(url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"word": secret}}))
+        ws.recv()
+        ours = []
+        for move in moves:
+            ws.send(json.dumps({"type": "step", "data": {"message": move}}))
+            ours.append(json.loads(ws.recv())["data"])
+    for move, mine, upstream in zip(moves, ours, theirs):
+        assert set(upstream["observation"]["info"]["reward_signals"]) == UPSTREAM_WORDLE_SIGNALS
+        assert mine["observation"]["info"]["reward_signals"] == pytest.approx(
+            upstream["observation"]["info"]["reward_signals"]), move
+        assert (mine["reward"], mine["done"]) == (upstream["reward"], upstream["done"]), move
+    assert theirs[-1]["reward"] == 1.0 and theirs[-1]["done"]
+
+
+def test_upstreams_own_client_plays_on_our_server(snapshot, wordle_server):
+    out = run_upstream_client(snapshot, UPSTREAM_CLIENT_GAME, wordle_server.base_url)
+    assert out["module"].startswith(str(snapshot))  # upstream's client, not ours
+    prompt, messages, reward, done = out["reset"]
+    assert "Wordle" in prompt and messages >= 1 and reward == 0.0 and done is False
+    signals = [step["signals"] for step in out["steps"]]
+    assert all(set(s) == UPSTREAM_WORDLE_SIGNALS for s in signals)
+    assert [s["wordle.repetitions"] for s in signals] == [1.0, 0.0, 1.0, 1.0]
+    assert out["steps"][-1]["done"] and out["steps"][-1]["reward"] == 1.0
+    assert all(isinstance(m[0], int) and isinstance(m[1], str) for step in out["steps"] for m in step["messages"])
+    env_id, players, turn, raw_keys, last_signals = out["state"]
+    assert (env_id, players) == ("Wordle-v0", 1) and UPSTREAM_RAW_STATE_KEYS <= set(raw_keys)
+    assert last_signals == signals[-1]

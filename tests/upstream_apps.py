@@ -1,11 +1,15 @@
-"""STAND-INS for upstream OpenEnv's environment servers (envs/ of meta-pytorch/OpenEnv, read at
-commit 685de411), for the contract tests. Not upstream code: written here from reading upstream's
-models and servers, built on our installed openenv's `create_app`, with the wire shapes upstream
-sends (field names, types, nullability) and the behaviour our clients must cope with:
+"""STAND-INS for upstream OpenEnv's environment servers (envs/ of huggingface/OpenEnv, formerly
+meta-pytorch/OpenEnv, read at commits 685de411 and 385de5eb), for the contract tests. Not upstream
+code: written here from reading upstream's models and servers, built on our installed openenv's
+`create_app`, with the wire shapes upstream sends (field names, types, nullability) and the
+behaviour our clients must cope with:
 
 - reasoning_gym: `question: Optional[str]` and `null` after a step, reward 0.0 after reset, a
-  plain `State`, `dataset_specs` for composites, and ONE concurrent session (upstream hard-codes
-  `max_concurrent_envs=1`: the second is refused with CAPACITY_REACHED).
+  plain `State`, `dataset_specs` for composites. Capacity depends on the commit a Space was built
+  from: up to 685de411 ONE concurrent session (`max_concurrent_envs=1` hard-coded: the second is
+  refused with CAPACITY_REACHED), `reasoning_gym_app`; from 522baf00 (#619, in 385de5eb) the
+  server reads `MAX_CONCURRENT_ENVS` (default 8) and builds one environment per session,
+  `reasoning_gym_concurrent_app`.
 - textarena (Wordle-v0): `prompt: str` required; the game's LLM-wrapper transcript (one string)
   turned into messages the way upstream does, so it arrives as ONE merged message (sender -1,
   category MESSAGE); `prompt` is that text at reset and the game id after a step; `info` carries
@@ -14,12 +18,24 @@ sends (field names, types, nullability) and the behaviour our clients must cope 
   greeting is in `metadata`, tool calls without reward.
 
 Serve with LocalServer("tests.upstream_apps:<name>_app", factory=True).
+
+REAL UPSTREAM (opt-in): `OPENENV_UPSTREAM` names one or more checkouts of huggingface/OpenEnv
+(folders outside this project, joined with os.pathsep). The contract tests then also run
+upstream's own servers and clients from there, both ways: a server with `PYTHONPATH=<checkout>/src
+:<checkout>/envs` (upstream's openenv core and env package, not ours), upstream's client in a child
+process with the same path. Nothing of upstream is copied here; unset, those tests are skipped.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from fastmcp import FastMCP
@@ -90,8 +106,21 @@ class UpstreamReasoningGym(Environment):
 
 
 def reasoning_gym_app():
+    """Up to 685de411: `max_concurrent_envs=1` hard-coded (a Space built then still refuses a 2nd session)."""
     return create_app(UpstreamReasoningGym, UpstreamReasoningGymAction, UpstreamReasoningGymObservation,
                       env_name="reasoning_gym", max_concurrent_envs=1)
+
+
+def reasoning_gym_concurrent_app():
+    """From 522baf00 (#619; 385de5eb): a factory per session, `MAX_CONCURRENT_ENVS` (default 8), a non-integer
+    refused at start."""
+    raw = os.environ.get("MAX_CONCURRENT_ENVS", "8")
+    try:
+        sessions = int(raw)
+    except ValueError:
+        raise ValueError(f"MAX_CONCURRENT_ENVS must be an integer, got: {raw!r}") from None
+    return create_app(lambda: UpstreamReasoningGym(), UpstreamReasoningGymAction, UpstreamReasoningGymObservation,
+                      env_name="reasoning_gym", max_concurrent_envs=sessions)
 
 
 # -- textarena ----------------------------------------------------------------------------------
@@ -229,3 +258,85 @@ class UpstreamEcho(MCPEnvironment):
 
 def echo_app():
     return create_app(UpstreamEcho, CallToolAction, CallToolObservation, env_name="echo_env", max_concurrent_envs=8)
+
+
+# -- real upstream snapshots (opt-in: OPENENV_UPSTREAM) ---------------------------------------------
+
+UPSTREAM_VAR = "OPENENV_UPSTREAM"
+ENVS_DIR = Path(__file__).resolve().parents[1] / "envs"
+
+
+def upstream_snapshots() -> list[Path]:
+    """The checkouts named by $OPENENV_UPSTREAM (each must hold src/openenv and envs/)."""
+    found = []
+    for entry in os.environ.get(UPSTREAM_VAR, "").split(os.pathsep):
+        if not entry.strip():
+            continue
+        path = Path(entry).expanduser().resolve()
+        if not (path / "src" / "openenv").is_dir() or not (path / "envs").is_dir():
+            raise RuntimeError(f"{UPSTREAM_VAR}: {path} is not a checkout of huggingface/OpenEnv "
+                               f"(src/openenv and envs/ expected)")
+        if ENVS_DIR.parent in path.parents or path == ENVS_DIR.parent:
+            raise RuntimeError(f"{UPSTREAM_VAR}: keep upstream's checkout outside this project ({path})")
+        found.append(path)
+    return found
+
+
+def snapshot_label(path: Path) -> str:
+    """The checkout's commit (8 hex digits) when it is a git checkout, else its folder name."""
+    try:
+        return subprocess.run(["git", "-C", str(path), "rev-parse", "--short=8", "HEAD"], capture_output=True,
+                              text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return path.name
+
+
+def snapshot_params():
+    """pytest params for a fixture: one per snapshot, or one skipped param when none is named."""
+    import pytest
+
+    snapshots = upstream_snapshots()
+    if not snapshots:
+        return [pytest.param(None, marks=pytest.mark.skip(
+            reason=f"set {UPSTREAM_VAR} to a checkout of huggingface/OpenEnv to run upstream's own code"))]
+    return [pytest.param(path, id=snapshot_label(path)) for path in snapshots]
+
+
+def snapshot_env(path: Path) -> dict[str, str]:
+    """Environment variables that make a process import upstream's openenv and env packages from `path`."""
+    return {"PYTHONPATH": os.pathsep.join([str(path / "src"), str(path / "envs")])}
+
+
+def snapshot_app_source(path: Path, env: str) -> str:
+    """Upstream's server/app.py of `env` at that snapshot (read, to know what it should do)."""
+    return (path / "envs" / env / "server" / "app.py").read_text()
+
+
+def snapshot_server_app(env: str) -> str:
+    """The LocalServer app spec of upstream's server for `env` (run with snapshot_env's PYTHONPATH)."""
+    return {"textarena_env": "tests.upstream_apps:real_textarena_app"}.get(env, f"{env}.server.app:app")
+
+
+def real_textarena_app():
+    """Upstream's textarena_env server app, imported after our offline NLTK data is in place (upstream's
+    environment downloads NLTK's word list and tagger, which fails offline). Our offline_nltk module is
+    loaded from its file: the name `textarena_env` is upstream's package in this process."""
+    spec = importlib.util.spec_from_file_location("offline_nltk", ENVS_DIR / "textarena_env" / "offline_nltk.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.use_offline_nltk()
+    from textarena_env.server.app import app  # upstream's, from PYTHONPATH
+
+    return app
+
+
+def run_upstream_client(path: Path, code: str, base_url: str, timeout: float = 180.0) -> Any:
+    """Run `code` (which prints one JSON line last) in a child process that imports upstream's packages from
+    the snapshot at `path`; BASE_URL is in its environment. Returns the parsed JSON."""
+    env = {**os.environ, **snapshot_env(path), "BASE_URL": base_url, "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(path), capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode != 0:
+        raise AssertionError(f"upstream client failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
+                             f"{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -237,9 +237,9 @@ class LocalServer:
 def check_sessions(base_url: str, n: int, timeout: float = 10.0) -> None:
     """Open `n` WebSocket sessions on an OpenEnv server at once; raise if it refuses any.
 
-    A training run opens one session per concurrent rollout; a server that caps sessions lower
-    (upstream's reasoning_gym Space is hard-coded to 1) would stop training midway. Call this
-    first: it fails in seconds with what to do instead.
+    A training run opens one session per concurrent rollout; a server that caps sessions lower (upstream
+    OpenEnv's reasoning_gym server: 1 up to 685de411, MAX_CONCURRENT_ENVS with default 8 since 522baf00)
+    would stop training midway. Call this first: it fails in seconds with what to do instead.
     """
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
@@ -265,7 +265,8 @@ def check_sessions(base_url: str, n: int, timeout: float = 10.0) -> None:
         raise ServerError(
             f"The server at {base_url} refused session {opened} of the {n} this run opens at once "
             f"({refusal.get('code')}: {refusal.get('message')}). Training would stop midway. Deploy your "
-            f"own copy with more sessions (our envs/ package reads MAX_CONCURRENT_ENVS; upstream's "
+            f"own copy with more sessions (set the Space variable MAX_CONCURRENT_ENVS to {n}: our envs/ package "
+            f"and upstream OpenEnv's since 522baf00 read it, upstream's default is 8; an older upstream "
             f"reasoning_gym_env hard-codes max_concurrent_envs=1 in server/app.py: raise it to {n}), "
             f"or lower the number of concurrent rollouts.")
 
