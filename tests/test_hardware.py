@@ -70,34 +70,56 @@ def test_lora_parameter_count_matches_peft():
 
 
 MEASURE = textwrap.dedent("""
-    import json, os, resource, sys
+    import json, sys
     import torch
+    from torch.profiler import ProfilerActivity, profile
     from helpers.models import load_policy
     name, batch, seq, lora = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-    page = os.sysconf("SC_PAGE_SIZE")
-    base = int(open("/proc/self/statm").read().split()[1]) * page
-    model = load_policy(name, device="cpu", lora=lora)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
-    ids = torch.randint(0, 1000, (batch, seq))
-    model.train()
-    for _ in range(2):
-        model(input_ids=ids, labels=ids).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"peak_gib": (peak - base) / 2**30}))
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model = load_policy(name, device="cpu", lora=lora)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+        ids = torch.randint(0, 1000, (batch, seq))
+        model.train()
+        for _ in range(2):
+            model(input_ids=ids, labels=ids).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    # every CPU tensor allocation (+bytes) and free (-bytes) PyTorch's allocator reported, in order
+    events = sorted((e for e in prof.profiler.kineto_results.events()
+                     if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU),
+                    key=lambda e: e.start_ns())
+    live = peak = 0
+    for e in events:
+        live += e.nbytes()
+        peak = max(peak, live)
+    print(json.dumps({"peak_gib": peak / 2**30, "events": len(events)}))
 """)
 
 
 @pytest.mark.parametrize("name, batch, seq, lora", [("tiny", 4, 128, False), ("smollm2-135m", 2, 128, False)])
 def test_the_estimate_matches_a_measured_peak_on_cpu(name, batch, seq, lora):
-    """Two real AdamW steps in a fresh process; its peak memory above the interpreter's, against the estimate."""
+    """Two real AdamW steps in a fresh process: the peak of the tensors alive at once (every allocation and free
+    PyTorch's CPU allocator reported to its profiler, summed in order), against the estimate less its fixed
+    runtime overhead (the part that is not tensors).
+
+    That peak is exact and repeats to the byte: 0.9825 GiB (tiny) and 2.2154 GiB (smollm2-135m) on each of three
+    runs, idle, beside a busy loop and with 1 or 2 threads; the estimate is 1.036x and 1.122x of it. The test
+    measured the process's resident peak (ru_maxrss) until issue 74: 1.32 GiB for tiny idle, 1.92 GiB in a CI
+    run beside a notebook on the other xdist worker (the libraries' file-backed pages count in it and come and
+    go with what else the machine does), so 0.8 <= estimate / peak failed one run in a few. Here the bound needs
+    no room for noise: the estimate must cover the tensors (>= 1.0) and not overstate them by a third. An
+    estimate that forgets the optimizer states (AdamW's two fp32 moments) falls to 0.96x (tiny) and 0.67x."""
     proc = subprocess.run([sys.executable, "-c", MEASURE, name, str(batch), str(seq), str(int(lora))],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    measured = json.loads(proc.stdout.strip().splitlines()[-1])["peak_gib"]
-    estimate = estimate_memory(model_shape(name), train_tokens=batch * seq, lora=lora).total
-    assert 0.8 <= estimate / measured <= 1.6, (estimate, measured)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    measured = result["peak_gib"]
+    assert result["events"] > 100, result          # the profiler saw the allocations
+    estimate = estimate_memory(model_shape(name), train_tokens=batch * seq, lora=lora)
+    tensors = estimate.total - estimate.parts["runtime overhead"]
+    assert 1.0 <= tensors / measured <= 1.3, (tensors, measured, estimate.parts)
 
 
 def test_lora_trains_saves_and_loads_back_on_cpu(tmp_path):

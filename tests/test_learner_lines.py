@@ -92,19 +92,36 @@ def test_proc_is_read_for_python_processes_with_their_kind():
 
 
 def test_a_real_busy_python_process_is_found(monkeypatch):
-    """A detached python loop (not this process's child: its parent exits) is seen through /proc as busy."""
+    """A detached python loop (not this process's child: its parent exits) is seen through /proc as busy.
+
+    How much of a core the loop gets depends on the machine: beside a notebook on the other xdist worker it can
+    get under BUSY_CORES (0.5) of one in a wall-clock second. So the window handed to `busy_python_processes` is
+    the CPU time the loop got in it, read from the kernel's scheduler (/proc/<pid>/schedstat, nanoseconds), not
+    from the ticks in /proc/<pid>/stat that `_python_processes` reads: the two agree (cores ~1.0, idle or loaded)
+    whatever share the loop got, and a parse of the wrong /proc fields still reads as not busy."""
     if not os.path.isdir("/proc"):
         pytest.skip("no /proc here")
     code = ("import os, sys, time\nif os.fork(): sys.exit(0)\nprint(os.getpid(), flush=True)\n"
-            "end = time.time() + 6\nwhile time.time() < end: pass\n")
+            "end = time.time() + 300\nwhile time.time() < end: pass\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     pid = int(proc.stdout.readline())
     proc.wait()
+
+    def cpu_seconds():   # the loop's time on a CPU so far, by the scheduler's clock
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+
     try:
+        if not os.path.exists(f"/proc/{pid}/schedstat"):
+            pytest.skip("no /proc/<pid>/schedstat here (a kernel without CONFIG_SCHED_INFO)")
         time.sleep(0.2)
-        before = threads._python_processes()
-        time.sleep(1.0)
-        busy = busy_python_processes(before, threads._python_processes(), 1.0, ticks_per_s=os.sysconf("SC_CLK_TCK"))
+        before, cpu_before = threads._python_processes(), cpu_seconds()
+        deadline = time.monotonic() + 120
+        while cpu_seconds() - cpu_before < 1.0 and time.monotonic() < deadline:   # ~1 s idle, longer when loaded
+            time.sleep(0.1)
+        after, used = threads._python_processes(), cpu_seconds() - cpu_before
+        assert used >= 0.5, f"the loop got {used:.2f} s of CPU in 120 s"
+        busy = busy_python_processes(before, after, used, ticks_per_s=os.sysconf("SC_CLK_TCK"))
         assert pid in [p for p, _, _ in busy], busy             # other kernels on this machine may show up too
         line = busy_machine(load=2.0, cores=2, processes=busy)
         assert f"pid {pid}" in line or len(busy) > 3, line
