@@ -122,14 +122,15 @@ RECIPES: dict[str, Recipe] = {
     # 03: echo warm-up, multi-turn Wordle with a rollout_func, then the environment_factory version.
     # gpu: the original TRL example's wordle.py (Qwen3-1.7B, vLLM colocate); vllm_* sizes vLLM's share of a 40 GB card.
     # cpu warm_start: SFT on the scripted player's won games first, since base SmolLM2 makes no valid guess.
-    # cpu temperature 0.5: at 1.0 samples rarely repeat a guess, so GRPO never penalized it (docs/measurements.md#notebook-03).
+    # cpu temperature 0.3: samples close enough to the greedy player to correct its repeats (docs/measurements.md#notebook-03).
+    # factory_warm_games: the teacher's games as `guess` calls before environment_factory, which the base model never calls.
     # enable_thinking False skips Qwen3's <think> block; activation_checkpointing only pays on a GPU.
     "03_wordle_rollout_func": Recipe(
         profiles={
             "tiny": {"model": "tiny", "echo_model": "tiny", "echo_steps": 1, "echo_max_completion_length": 16,
                      "max_steps": 2, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
                      "num_generations": 2, "max_turns": 3, "max_completion_length": 8, "learning_rate": 1e-5,
-                     "temperature": 1.0, "top_k": 10, "factory_steps": 1, "factory_max_completion_length": 32,
+                     "temperature": 1.0, "top_k": 10, "factory_steps": 1, "factory_max_completion_length": 32, "factory_warm_games": 4,
                      "warm_start": True, "teacher_model": "wordle-teacher", "teacher_games": 8, "sft_learning_rate": 1e-4,
                      "sft_batch_size": 4, "eval_games": 6,
                      "enable_thinking": None, "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
@@ -137,8 +138,8 @@ RECIPES: dict[str, Recipe] = {
             "cpu": {"model": "smollm2-135m", "echo_model": "smollm2-135m", "echo_steps": 2,
                     "echo_max_completion_length": 32, "max_steps": 20, "per_device_train_batch_size": 8,
                     "gradient_accumulation_steps": 1, "num_generations": 4, "max_turns": 6,
-                    "max_completion_length": 12, "learning_rate": 3e-5, "temperature": 0.5, "top_k": 10,
-                    "factory_steps": 2, "factory_max_completion_length": 64, "enable_thinking": None,
+                    "max_completion_length": 12, "learning_rate": 3e-5, "temperature": 0.3, "top_k": 10,
+                    "factory_steps": 2, "factory_max_completion_length": 256, "factory_warm_games": 32, "enable_thinking": None,
                     "warm_start": True, "teacher_model": "wordle-teacher", "teacher_games": 200, "sft_learning_rate": 1e-4,
                     "sft_batch_size": 8, "eval_games": 150,
                     "use_vllm": False, "vllm_mode": "colocate", "seed": 0,
@@ -147,7 +148,7 @@ RECIPES: dict[str, Recipe] = {
                     "echo_max_completion_length": 256, "max_steps": 90, "per_device_train_batch_size": 1,
                     "gradient_accumulation_steps": 64, "num_generations": 2, "max_turns": 6,
                     "max_completion_length": 8, "learning_rate": 5e-6, "temperature": 0.8, "top_k": 10,
-                    "factory_steps": 10, "factory_max_completion_length": 256, "enable_thinking": False,
+                    "factory_steps": 10, "factory_max_completion_length": 256, "factory_warm_games": 0, "enable_thinking": False,
                     "warm_start": False, "teacher_model": "wordle-teacher", "teacher_games": 200, "sft_learning_rate": 2e-5,
                     "sft_batch_size": 8, "eval_games": 150,
                     "use_vllm": True, "vllm_mode": "colocate", "seed": 0,

@@ -101,14 +101,44 @@ def test_reward_streams_count_the_turns_a_game_never_played():
     good, refused = Move("slate", True, "XXGXG", True), Move("slate", False, None, False)
     # a good guess, then two refusals: the game is over after 3 moves, 3 of its 6 turns never played
     cut_short = wordle.turn_rewards([good, refused, refused], won=False, max_turns=6)
-    assert cut_short == {"valid": pytest.approx(1 / 6), "consistent": 0.0, "letters": pytest.approx(0.4 / 6)}
+    assert cut_short == {"valid": pytest.approx(1 / 6), "consistent": 0.0, "letters": pytest.approx(0.4)}
     played_on = wordle.turn_rewards([good] + [Move("crane", True, "XXGXG", True)] * 5, won=False, max_turns=6)
     assert played_on["valid"] == 1.0 and played_on["consistent"] == 1.0 and played_on["letters"] == pytest.approx(0.4)
-    # a win in two keeps full marks for the four turns it did not need
+    # a win in two keeps full marks for the four turns it did not need; letters is per accepted guess
     won = wordle.turn_rewards([good, Move("crane", True, "GGGGG", True)], won=True, max_turns=6)
-    assert won == {"valid": 1.0, "consistent": 1.0, "letters": pytest.approx((0.4 + 1 + 4) / 6)}
+    assert won == {"valid": 1.0, "consistent": 1.0, "letters": pytest.approx((0.4 + 1) / 2)}
     assert wordle.turn_rewards([Move("crane", True, "GGGGG", True)], won=True, max_turns=6)["consistent"] == 1.0
     assert wordle.turn_rewards([refused, refused], won=False, max_turns=6) == {"valid": 0.0, "consistent": 0.0, "letters": 0.0}
+
+
+def test_letters_pay_for_better_words_not_for_longer_games():
+    """An extra accepted guess with fewer greens + yellows lowers the letters stream (the valid stream pays for
+    playing on); a better word raises it. Counted per turn, the poor extra guess had raised it."""
+    Move = wordle.Move
+    two = [Move("slate", True, "YXGXG", True), Move("crane", True, "XXGXG", True)]   # 3 and 2 letters
+    poor_third = two + [Move("bumpy", True, "XXXXX", False)]
+    good_third = two + [Move("brave", True, "XGGXG", True)]
+    letters = {name: wordle.turn_rewards(moves, won=False, max_turns=6)["letters"]
+               for name, moves in [("two", two), ("poor", poor_third), ("good", good_third)]}
+    assert letters["poor"] < letters["two"] < letters["good"]
+    assert wordle.turn_rewards(poor_third, won=False, max_turns=6)["valid"] > \
+        wordle.turn_rewards(two, won=False, max_turns=6)["valid"]
+
+
+def test_same_script_says_how_far_guesses_follow_the_feedback():
+    from helpers.wordle.evaluation import same_script, summarize_games
+
+    def game(word, guesses):
+        return {"word": word, "guesses": guesses, "valid": 1.0, "consistent": 0.0, "greens_yellows": 1.0,
+                "turns": len(guesses), "won": False}
+
+    scripted = [game(w, ["scrag", "drunk"]) for w in ("crane", "slate", "brave")]
+    assert same_script(scripted) == {"same_sequence": 1.0, "commonest": ["scrag", "drunk"], "sequences": 1}
+    reading = scripted[:1] + [game("slate", ["scrag", "plate"]), game("brave", ["scrag", "grave"])]
+    assert same_script(reading)["same_sequence"] == pytest.approx(1 / 3) and same_script(reading)["sequences"] == 3
+    evaluation = summarize_games(reading, ["crane", "slate", "brave"])
+    assert evaluation.summary()["same_sequence"] == pytest.approx(1 / 3)
+    assert "games playing the commonest sequence of guesses" in str(evaluation) and "3 different sequences" in str(evaluation)
 
 
 def test_summarize_compares_first_and_last_steps():
@@ -185,6 +215,23 @@ def test_the_scripted_player_reads_the_board_and_stays_consistent():
         guess = ScriptedPlayer(player.words, seed=seed).reply(messages)
         assert guess in ("[crane]", "[brave]", "[grape]")   # _ _ a _ e without s, l, t
     assert player.reply([{"role": "user", "content": "What is 2 + 2?"}]).startswith("I only play Wordle")
+    # each game its own draw: the same game replays identically, different games open differently
+    opening = messages[:2]
+    assert player.reply(opening, game=7) == player.reply(opening, game=7)
+    assert len({player.reply(opening, game=g) for g in range(40)}) == 5   # drawn from every word of its list
+    assert len({player.reply(opening) for _ in range(5)}) == 1   # no game seed: one opener, as before
+
+
+def test_the_scripted_player_draws_from_the_most_informative_words():
+    """Its short list: the words whose distinct letters occur in the most candidates; every game draws from it."""
+    from helpers.wordle.teacher import ScriptedPlayer, informative
+
+    words = ["slate", "crane", "brave", "shake", "grape", "fuzzy"]
+    assert informative(words, 2) == ["brave", "crane"]   # a, e, r and one more: 15, as grape; ties in word order
+    assert informative(words, 0) == words and informative(words[:2], 3) == words[:2]
+    player = ScriptedPlayer(words, top=2)
+    opening = [{"role": "user", "content": "You are Playing Wordle."}]
+    assert {player.reply(opening, game=g) for g in range(30)} == {"[brave]", "[crane]"}
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +262,8 @@ def test_the_teacher_wins_real_games_and_its_rows_are_the_rollouts_tokens(wordle
     games = collect_games(Teacher.endpoint(wordle_teacher.base_url, "wordle-teacher"), wordle_url, train, n_games=12)
     assert all(g["word"] in train for g in games)
     assert sum(g["won"] for g in games) >= 10 and all(g["invalid_moves"] == 0 for g in games)
+    openers = {g["messages"][2]["content"] for g in games}   # each game sent its own seed: not one script
+    assert len(openers) >= 6, openers
     kept = won_games(games)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny"))
     view = TemplateView(tokenizer, {"enable_thinking": False})

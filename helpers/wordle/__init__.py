@@ -7,9 +7,9 @@ The rollout itself (the turn loop) and its four reward functions are notebook ce
 - `feedback_pattern` / `is_consistent`: TextArena's feedback row, and whether a word fits the rows so far;
 - `Move`, `Game`: one judged move, one game being played (its tokens, moves and last StepResult);
 - `game_skills`: what a game shows (the held-out evaluation's measures); `turn_rewards`: the valid / consistent /
-  letters reward streams, each in [0, 1] and counted over the game's `max_turns` turns (not over the moves played):
-  a game cut short by a second invalid move in a row scores 0 for the turns it never played, and a won game keeps
-  full marks for the turns it did not need;
+  letters reward streams, each in [0, 1]; valid and consistent are counted over the game's `max_turns` turns (not
+  over the moves played): a game cut short by a second invalid move in a row scores 0 for the turns it never
+  played, and a won game keeps full marks for the turns it did not need; letters is per accepted guess;
 - `Sessions`: WebSocket sessions to the TextArena server, kept open across steps;
 - `game_record` / `summarize`: one finished game's record for metrics, and the metrics over a run's games.
 
@@ -141,19 +141,23 @@ def game_skills(moves: list[Move], won: bool) -> dict:
 
 
 def turn_rewards(moves: list[Move], won: bool, max_turns: int) -> dict:
-    """The valid / consistent / letters reward streams of one game, each averaged over its `max_turns` turns:
-    turns a game never played (it ended on a second invalid move) count 0, turns a won game did not need
-    count 1. Averaging over the moves played instead rewarded cutting a game short after one good guess (a
-    measured GRPO run learned exactly that: docs/measurements.md#notebook-03)."""
+    """The valid / consistent / letters reward streams of one game. Valid and consistent are averaged over its
+    `max_turns` turns: turns a game never played (it ended on a second invalid move) count 0, turns a won game did
+    not need count 1 (averaging over the moves played rewarded cutting a game short after one good guess: a
+    measured GRPO run learned exactly that, docs/measurements.md#notebook-03). Letters, greens + yellows / 5, is
+    per accepted guess: the valid stream already pays for playing on, this one for playing better words."""
     spare = max(0, max_turns - len(moves)) if won else 0
     first_row = next((i for i, m in enumerate(moves) if m.feedback), None)
     after_first = max_turns - 1 - first_row if first_row is not None else 0
     consistent = ((sum(m.consistent for m in moves[first_row + 1:]) + spare) / after_first
                   if after_first > 0 else float(won))
+    accepted = [m for m in moves if m.valid]
     return {
         "valid": min(1.0, (sum(m.valid for m in moves) + spare) / max_turns),
         "consistent": min(1.0, consistent),
-        "letters": min(1.0, (sum((5 - m.feedback.count("X")) / 5 for m in moves if m.valid) + spare) / max_turns),
+        # per accepted guess, as the held-out measure: counted per turn it paid for any extra accepted guess,
+        # however poor, so GRPO lengthened games instead of choosing better words (docs/measurements.md#notebook-03)
+        "letters": sum((5 - m.feedback.count("X")) / 5 for m in accepted) / len(accepted) if accepted else 0.0,
     }
 
 

@@ -80,11 +80,12 @@ class WordleEval:
         return cls(**d)
 
     def summary(self) -> dict:
-        """Flat numbers for metrics.json: `<skill>` and `<skill>_ci`."""
+        """Flat numbers for metrics.json: `<skill>` and `<skill>_ci`, and how far play follows one script."""
         out = {"n": self.n}
         for key, _, _ in SKILLS:
             out[key] = self.metrics[key]["mean"]
             out[key + "_ci"] = self.metrics[key]["ci"]
+        out.update(same_script(self.games))
         return out
 
     def __str__(self) -> str:
@@ -93,7 +94,25 @@ class WordleEval:
             m, (lo, hi) = self.metrics[key]["mean"], self.metrics[key]["ci"]
             value = f"{m:.1%} [{lo:.1%}, {hi:.1%}]" if scale == "share" else f"{m:.2f} [{lo:.2f}, {hi:.2f}]"
             lines.append(f"  {what:<58} {value}")
+        script = same_script(self.games)
+        lines.append(f"  {'games playing the commonest sequence of guesses':<58} {script['same_sequence']:.1%}"
+                     f"  ({', '.join(g or '?' for g in script['commonest'])}; "
+                     f"{script['sequences']} different sequences)")
         return "\n".join(lines)
+
+
+def same_script(games: list[dict]) -> dict:
+    """How far the guesses depend on the feedback: the share of games that play the commonest sequence of guesses
+    (1.0: one script for every secret word, whatever the game answers), that sequence, and how many different
+    sequences were played. Every greedy game opens with the same guess (same prompt); only reading the feedback
+    makes the later ones differ."""
+    from collections import Counter
+
+    if not games:
+        return {"same_sequence": 0.0, "commonest": [], "sequences": 0}
+    counts = Counter(tuple(g["guesses"]) for g in games)
+    commonest, n = counts.most_common(1)[0]
+    return {"same_sequence": n / len(games), "commonest": list(commonest), "sequences": len(counts)}
 
 
 def summarize_games(games: list[dict], words: list[str]) -> WordleEval:

@@ -15,8 +15,16 @@ chat-completions protocol, so any real model endpoint can replace it:
 Each game becomes one SFT row in exactly the token layout notebook 03's `WordleRollout` trains on: the
 prompt, then each guess (trained) and the game's reply as a user turn (masked).
 
+Each game is its own draw: `collect_games` sends a per-game `seed` with every request (the OpenAI API's own
+`seed` field), and the player draws its opener and each consistent word with it. A teacher that opened every game
+with the same word taught the warm start one script, whose GRPO groups then played alike and gave nothing to learn
+from (docs/measurements.md#notebook-03).
+
 Settings (environment variables, read when the app is created): WORDLE_TEACHER_SEED (which consistent
-word it picks, default 0), WORDLE_TEACHER_OPENER (its first guess; default "" = a seeded random word).
+word it picks, default 0), WORDLE_TEACHER_OPENER (its first guess; default "" = a seeded draw),
+WORDLE_TEACHER_TOP (draw only from that many of the most informative consistent words; default 0 = from all
+of them: a short list taught the warm start a strong script whose later GRPO guesses could only be poorer words,
+docs/measurements.md#notebook-03).
 """
 
 from __future__ import annotations
@@ -55,32 +63,47 @@ def guessed_words(messages: list[dict]) -> set[str]:
             for m in BRACKETED_WORD.findall(message.get("content") or "")}
 
 
+def informative(candidates: list[str], top: int) -> list[str]:
+    """The `top` candidates whose distinct letters occur in the most candidates (a guess that tells the most
+    about the rest), ties in word order: a strong player's short list. top <= 0: every candidate."""
+    if top <= 0 or len(candidates) <= top:
+        return candidates
+    from collections import Counter
+
+    counts = Counter(c for w in candidates for c in set(w))
+    return sorted(candidates, key=lambda w: (-sum(counts[c] for c in set(w)), w))[:top]
+
+
 class ScriptedPlayer:
-    """Guesses a word consistent with every feedback row so far, chosen with a seeded draw.
+    """Guesses a word consistent with every feedback row so far, drawn (seeded) from all of them, or from the
+    `top` most informative ones (`informative`) when top > 0.
 
-    The draw depends only on (seed, the rows so far), so a game replays identically."""
+    The draw depends only on (seed, the game's own seed, the rows so far), so a game replays identically and
+    two games differ from their first guess on."""
 
-    def __init__(self, words: list[str], seed: int = 0, opener: str | None = None):
+    def __init__(self, words: list[str], seed: int = 0, opener: str | None = None, top: int = 0):
         if not words:
             raise ValueError("ScriptedPlayer needs a word list (e.g. helpers.wordle.evaluation.wordle_words()).")
         self.words = sorted(words)
         self.seed = seed
         self.opener = opener
+        self.top = top
 
-    def next_guess(self, rows: list[tuple[str, str]], tried: set[str] = frozenset()) -> str:
+    def next_guess(self, rows: list[tuple[str, str]], tried: set[str] = frozenset(), game: int | None = None) -> str:
         if not rows and self.opener:
             return self.opener
         candidates = [w for w in self.words if w not in tried and is_consistent(w, rows)]
         if not candidates:   # the secret is not in our list: any untried word still earns feedback
             candidates = [w for w in self.words if w not in tried] or self.words
-        key = f"{self.seed}|" + "|".join(f"{g}:{f}" for g, f in rows)
-        return random.Random(key).choice(candidates)
+        key = f"{self.seed}|{'' if game is None else game}|" + "|".join(f"{g}:{f}" for g, f in rows)
+        return random.Random(key).choice(informative(candidates, self.top))
 
-    def reply(self, messages: list[dict]) -> str:
-        """The assistant's next message in a Wordle conversation: one bracketed guess."""
+    def reply(self, messages: list[dict], game: int | None = None) -> str:
+        """The assistant's next message in a Wordle conversation: one bracketed guess. `game`: the request's
+        `seed`, which makes each game its own draw."""
         if not any("Wordle" in (m.get("content") or "") for m in messages if isinstance(m.get("content"), str)):
             return "I only play Wordle: send the game's instructions and feedback."
-        return f"[{self.next_guess(read_board(messages), guessed_words(messages))}]"
+        return f"[{self.next_guess(read_board(messages), guessed_words(messages), game=game)}]"
 
 
 def create_app(player: ScriptedPlayer | None = None, model_name: str | None = None):
@@ -89,7 +112,8 @@ def create_app(player: ScriptedPlayer | None = None, model_name: str | None = No
     from helpers.wordle.evaluation import wordle_words
 
     player = player or ScriptedPlayer(wordle_words(), seed=int(os.environ.get("WORDLE_TEACHER_SEED", "0")),
-                                      opener=os.environ.get("WORDLE_TEACHER_OPENER", "").strip().lower() or None)
+                                      opener=os.environ.get("WORDLE_TEACHER_OPENER", "").strip().lower() or None,
+                                      top=int(os.environ.get("WORDLE_TEACHER_TOP", "0")))
     model_name = model_name or os.environ.get("TEACHER_MODEL", DEFAULT_MODEL_NAME)
     app = FastAPI(title="Local Wordle teacher (a scripted player, OpenAI-compatible stand-in)")
     replies = {"n": 0}
@@ -114,8 +138,11 @@ def create_app(player: ScriptedPlayer | None = None, model_name: str | None = No
             raise HTTPException(400, "Expected a JSON object with a `messages` list of message objects.")
         if body.get("stream"):
             raise HTTPException(400, "This local teacher does not stream; send stream=false.")
+        game = body.get("seed")
+        if game is not None and not isinstance(game, int):
+            raise HTTPException(400, f"`seed` must be an integer, not {game!r}.")
         replies["n"] += 1
-        message = {"role": "assistant", "content": player.reply(body["messages"])}
+        message = {"role": "assistant", "content": player.reply(body["messages"], game=game)}
         return completion_response(message, body, model_name)
 
     return app
@@ -126,8 +153,11 @@ def collect_games(teacher, env_url: str, words: list[str], *, n_games: int, seed
     """Let `teacher` (a `helpers.chain_sum.sft_data.Teacher`: the local stand-in or any OpenAI-compatible endpoint) play
     `n_games` games through the TextArena server, secret words drawn from `words` with `seed`.
 
-    Each game: {"word", "messages" (the conversation, OpenAI format), "won", "turns", "reward", "invalid_moves"}.
-    Raises TeacherError naming the endpoint when it does not answer."""
+    Each game: {"word", "messages" (the conversation, OpenAI format), "won", "env_prompt" (the game's instructions),
+    "last_message" (the game's answer to the last guess), "turns", "reward", "invalid_moves"}.
+    Every request of a game carries that game's own `seed` (the OpenAI API's field): the local player draws each
+    game apart with it, a real model's endpoint may use it or not. Raises TeacherError naming the endpoint when it
+    does not answer."""
     from textarena_env import TextArenaAction, TextArenaEnv
 
     from helpers import wordle
@@ -142,13 +172,16 @@ def collect_games(teacher, env_url: str, words: list[str], *, n_games: int, seed
     with TextArenaEnv(base_url=env_url).sync() as env:
         for _ in range(n_games):
             word = rng.choice(words)
+            game_seed = rng.randrange(2**31)
             result = env.reset(word=word)
-            user = f"{prompt or wordle.DATASET_PROMPT}\n\n{result.observation.prompt}".strip()
+            env_prompt = result.observation.prompt
+            user = f"{prompt or wordle.DATASET_PROMPT}\n\n{env_prompt}".strip()
             messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
             invalid = 0
             for turn in range(max_turns):
                 try:
-                    answer = client.chat.completions.create(model=teacher.model, messages=messages, max_tokens=32)
+                    answer = client.chat.completions.create(model=teacher.model, messages=messages, max_tokens=32,
+                                                            seed=game_seed)
                 except Exception as exc:
                     raise TeacherError(f"The Wordle teacher ({teacher.describe()}) did not answer: "
                                        f"{type(exc).__name__}: {exc}. Is it running? Set TEACHER_URL to a live "
@@ -161,6 +194,7 @@ def collect_games(teacher, env_url: str, words: list[str], *, n_games: int, seed
                     break
                 messages.append({"role": "user", "content": result.observation.last_message})
             games.append({"word": word, "messages": messages, "won": bool(result.observation.won),
+                          "env_prompt": env_prompt, "last_message": result.observation.last_message,
                           "turns": sum(m["role"] == "assistant" for m in messages),
                           "reward": float(result.reward or 0.0), "invalid_moves": invalid})
     return games
