@@ -48,6 +48,30 @@ def test_a_run_sits_inside_ahead_or_behind_over_the_second_half(stored, values, 
     assert ("here: check the warm start" in verdict.message) == (position == "behind")
 
 
+def test_a_run_printed_inside_the_range_is_never_behind_or_ahead(stored):
+    """The verdict compares what it prints (two decimals): notebook 04's executed reference run printed "this run 0.95,
+    the reference runs 0.95-0.99 -> BEHIND" (unrounded, its mean was a hair under the band's). A value that prints
+    at either end is inside; one that prints outside is still behind or ahead."""
+    band = reference_band("nb", KEY, "cpu", path=stored)   # second half: steps 3-4, range 0.65-0.85
+    for values, position in (([0.5, 0.6, 0.6451, 0.6451], "inside"), ([0.5, 0.6, 0.8549, 0.8549], "inside"),
+                             ([0.5, 0.6, 0.6449, 0.6449], "behind"), ([0.5, 0.6, 0.62, 0.62], "behind"),
+                             ([0.5, 0.6, 0.88, 0.88], "ahead")):
+        verdict = where_run_sits(log_of(values), band)
+        assert verdict.position == position, (values, verdict.message)
+
+
+def test_every_stored_reference_run_sits_inside_its_own_band():
+    """Replayed, each run the band is made of is inside it, for every key it logged."""
+    for notebook, profiles in load_references(REFERENCE_FILE).items():
+        for profile, entry in profiles.items():
+            for run in entry["runs"]:
+                for key in (k for k in run["curves"] if k != "step"):
+                    log = [{"step": step, "loss": 0.0, key: value}
+                           for step, value in zip(run["curves"]["step"], run["curves"][key]) if value is not None]
+                    verdict = where_run_sits(log, reference_band(notebook, key, profile))
+                    assert verdict.position in ("inside", "unknown"), (notebook, profile, run["seed"], key, verdict.message)
+
+
 def test_no_reference_says_so_and_the_plot_draws_the_band(stored, tmp_path):
     assert reference_band("other", KEY, "cpu", path=stored) is None and reference_band("nb", "reward_x", "cpu", path=stored) is None
     assert where_run_sits(log_of([0.1, 0.2]), None).position == "unknown"

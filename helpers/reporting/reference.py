@@ -102,6 +102,8 @@ def where_run_sits(log_history: list[dict], band: Band | None, *, label: str | N
     ours = sum(run[band.steps[i]] for i in half) / len(half)
     low = sum(band.low[i] for i in half) / len(half)
     high = sum(band.high[i] for i in half) / len(half)
+    # compared as printed (two decimals): a run shown inside the printed range is never called ahead or behind
+    ours, low, high = round(ours, 2), round(low, 2), round(high, 2)
     position = "ahead" if ours > high else "behind" if ours < low else "inside"
     name = label or band.key
     lines = [f"{name}, steps {band.steps[half[0]]}-{band.steps[half[-1]]}: this run {ours:.2f}, the {band.runs} "
