@@ -99,7 +99,9 @@ def test_a_newer_upstream_server_holds_max_concurrent_envs_sessions(setting, ses
             assert one.reset().observation.question == local[1]["question"]  # one's iterator untouched
 
 
-def test_openenv_collect_through_our_harness_collects_from_an_upstream_shaped_server(upstream_server, tmp_path):
+def collect_three_through_our_harness(base_url, tmp_path):
+    """Our `openenv collect` harness (openenv.core.harness, as the CLI builds it) answers three chain_sum questions
+    exactly on the server at `base_url`: all three collected, none failed, every reward 1.0."""
     from openenv.cli.commands.collect import _build_session_factory
     from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter, ModelStepResult
     from openenv.core.harness.collect import CollectRunner, RolloutSerializer
@@ -111,12 +113,16 @@ def test_openenv_collect_through_our_harness_collects_from_an_upstream_shaped_se
             ToolCall(id="c0", name="answer", args={"answer": str(eval(expression))})]))
 
     runner = CollectRunner(
-        session_factory=_build_session_factory("reasoning_gym:chain_sum", upstream_server.base_url,
+        session_factory=_build_session_factory("reasoning_gym:chain_sum", base_url,
                                                dataset_config=CHAIN_SUM),
         harness_adapter=MCPHarnessAdapter(), serializer=RolloutSerializer(tmp_path),
         limits=HarnessRunLimits(max_turns=3))
     result = runner.run(model_step=teacher, num_episodes=3)
     assert (result.num_collected, result.num_failed, result.avg_reward) == (3, 0, 1.0)
+
+
+def test_openenv_collect_through_our_harness_collects_from_an_upstream_shaped_server(upstream_server, tmp_path):
+    collect_three_through_our_harness(upstream_server.base_url, tmp_path)
 
 
 def test_a_collection_of_nothing_is_an_error():
@@ -234,23 +240,7 @@ def test_upstreams_own_server_capacity_is_what_the_docs_say(snapshot, real_upstr
 
 
 def test_openenv_collect_through_our_harness_collects_from_upstreams_own_server(real_upstream_server, tmp_path):
-    from openenv.cli.commands.collect import _build_session_factory
-    from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter, ModelStepResult
-    from openenv.core.harness.collect import CollectRunner, RolloutSerializer
-    from openenv.core.llm_client import LLMResponse, ToolCall
-
-    def teacher(messages, tools, sampling):
-        expression = messages[-1]["content"].rsplit(":", 1)[1].strip().rstrip("=")
-        return ModelStepResult(response=LLMResponse(content="", tool_calls=[
-            ToolCall(id="c0", name="answer", args={"answer": str(eval(expression))})]))
-
-    runner = CollectRunner(
-        session_factory=_build_session_factory("reasoning_gym:chain_sum", real_upstream_server.base_url,
-                                               dataset_config=CHAIN_SUM),
-        harness_adapter=MCPHarnessAdapter(), serializer=RolloutSerializer(tmp_path),
-        limits=HarnessRunLimits(max_turns=3))
-    result = runner.run(model_step=teacher, num_episodes=3)
-    assert (result.num_collected, result.num_failed, result.avg_reward) == (3, 0, 1.0)
+    collect_three_through_our_harness(real_upstream_server.base_url, tmp_path)
 
 
 def test_upstreams_own_client_plays_on_our_server(snapshot, rg_server):
