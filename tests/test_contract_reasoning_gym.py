@@ -58,9 +58,11 @@ def test_our_parser_takes_upstream_frames():
     assert empty.done and empty.observation.score is None
 
 
-def test_our_client_plays_on_an_upstream_shaped_server(upstream_server):
+def our_client_plays(base_url):
+    """Our client on the server at `base_url`: the same questions as reasoning_gym's own dataset, scored 1.0 for the
+    right answer, the next question on reset, and a composite dataset accepted."""
     local = reasoning_gym.create_dataset("chain_sum", seed=4, size=3, **CHAIN_SUM)
-    with ReasoningGymEnv(base_url=upstream_server.base_url).sync() as env:
+    with ReasoningGymEnv(base_url=base_url).sync() as env:
         result = env.reset(dataset_name="chain_sum", dataset_config=CHAIN_SUM, seed=4, size=3)
         assert result.observation.question == local[0]["question"] and result.reward == 0.0
         result = env.step(ReasoningGymAction(answer=local[0]["answer"]))
@@ -71,6 +73,10 @@ def test_our_client_plays_on_an_upstream_shaped_server(upstream_server):
                            dataset_specs=[{"name": "chain_sum", "config": CHAIN_SUM}, {"name": "leg_counting"}])
         assert result.observation.question
         assert env.state().step_count == 0
+
+
+def test_our_client_plays_on_an_upstream_shaped_server(upstream_server):
+    our_client_plays(upstream_server.base_url)
 
 
 def test_one_session_upstream_server_fails_the_preflight_with_what_to_do(upstream_server):
@@ -217,17 +223,7 @@ def real_upstream_server(snapshot, tmp_path_factory):
 
 
 def test_our_client_plays_on_upstreams_own_server(real_upstream_server):
-    local = reasoning_gym.create_dataset("chain_sum", seed=4, size=3, **CHAIN_SUM)
-    with ReasoningGymEnv(base_url=real_upstream_server.base_url).sync() as env:
-        result = env.reset(dataset_name="chain_sum", dataset_config=CHAIN_SUM, seed=4, size=3)
-        assert result.observation.question == local[0]["question"] and result.reward == 0.0
-        result = env.step(ReasoningGymAction(answer=local[0]["answer"]))
-        assert result.reward == 1.0 and result.done and result.observation.question is None
-        assert result.observation.correct_answer == local[0]["answer"]
-        assert env.reset().observation.question == local[1]["question"]
-        result = env.reset(dataset_name="composite", seed=1, size=4,
-                           dataset_specs=[{"name": "chain_sum", "config": CHAIN_SUM}, {"name": "leg_counting"}])
-        assert result.observation.question and env.state().step_count == 0
+    our_client_plays(real_upstream_server.base_url)
 
 
 def test_upstreams_own_server_capacity_is_what_the_docs_say(snapshot, real_upstream_server):
