@@ -26,9 +26,13 @@ Paths, each timed on the same inputs:
                                  weight cast once per change
                 continuous_fork  transformers' continuous batching, one prompt forked `rollouts` times (a reference;
                                  docs/measurements.md has the other continuous-batching variants)
-    evaluation: batch8           yesterday's generate_replies: plain `generate`, batches of 8 in question order
-                shared_b8/32/64  today's generate_replies (length-sorted batches, shared prefix) at 8, 32 and 64
-                                 rows (64: its default)
+    evaluation: batch8           the first generate_replies: plain `generate`, batches of 8 in question order
+                shared_b64       length-sorted batches of 64 with the shared prefix, every row computed until the
+                                 batch's longest reply ends (generate_replies until 2026-11-29)
+                dropping_b64/128 the same with each finished row leaving the batch and its cache
+                                 (`greedy_dropping_finished`); fp32 takes ~150 rows by default (`default_batch_size`)
+                shared_b64_bf16, dropping_b256_bf16  the two under bf16 autocast (256: its default there), what a CPU with native bf16 runs
+                                 (choose_precision); their floor is at the bf16 large-product rate
 
 The floor of a shape is the least arithmetic it needs (the shared prefix processed once, each row's own prompt
 tokens and each generated token once: 2 x parameters + attention FLOPs per token) at the machine's large-product
@@ -58,7 +62,7 @@ TEMPERATURE = _CPU["temperature"]
 EVAL_NEW_TOKENS = _CPU["eval_max_new_tokens"]
 GROUP_PATHS = ("repeated", "shared", "shared_bf16", "trainer_bf16", "trainer_bf16_reused", "continuous_fork")
 FROZEN_LAYERS = _CPU["freeze_layers"]
-EVAL_PATHS = ("batch8", "shared_b8", "shared_b32", "shared_b64")
+EVAL_PATHS = ("batch8", "shared_b64", "dropping_b64", "dropping_b128", "shared_b64_bf16", "dropping_b256_bf16")
 PATHS = GROUP_PATHS + EVAL_PATHS
 BASELINE = {"group": "repeated", "evaluation": "batch8"}
 
@@ -194,14 +198,19 @@ def _evaluation(model, prompts, eos, pad, path):
     """Greedy replies to every prompt (token lists, in prompt order, cut after EOS) the way the path batches them."""
     from helpers.compute.generation import generate_in_batches, left_pad
 
+    from helpers.compute.precision import autocast
+
     kwargs = {"do_sample": False, "max_new_tokens": EVAL_NEW_TOKENS, "eos_token_id": eos, "pad_token_id": pad}
-    if path == "batch8":    # yesterday's generate_replies: plain generate, batches of 8 in question order
+    if path == "batch8":    # the first generate_replies: plain generate, batches of 8 in question order
         rows = []
         for start in range(0, len(prompts), 8):
             ids, mask = left_pad(prompts[start:start + 8], pad)
             rows += model.generate(input_ids=ids, attention_mask=mask, **kwargs)[:, ids.shape[1]:].tolist()
     else:
-        rows = generate_in_batches(model, prompts, batch_size=int(path.rsplit("_b", 1)[1]), **kwargs)
+        name, batch = path.removesuffix("_bf16").rsplit("_b", 1)
+        with autocast("bf16" if path.endswith("_bf16") else None, "cpu"):
+            rows = generate_in_batches(model, prompts, batch_size=int(batch), drop_finished=name == "dropping",
+                                       **kwargs)
     return [row[:row.index(eos) + 1] if eos in row else [t for t in row if t != pad] for row in rows]
 
 
@@ -258,7 +267,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
             result["evaluation"] = {"model": label, "questions": len(prompts), "max_new_tokens": EVAL_NEW_TOKENS,
                                     "prompt_tokens_mean": round(sum(map(len, prompts)) / len(prompts), 1)}
         out(f"\n{shape}: {result[shape]}")
-        baseline_replies = trainer_rollouts = None
+        baseline_replies, trainer_rollouts = {}, None
         with torch.no_grad():
             model.generate(input_ids=torch.tensor([prompts[0][:8]]), max_new_tokens=2, do_sample=False, pad_token_id=pad)
             for path_name, call in calls.items():
@@ -266,14 +275,20 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
                 try:
                     generated, seconds, load = _time(call)
                     lengths = [rollout_tokens([g], eos) for g in generated]
-                    floor = floor_seconds(model, prompts, lengths, machine["fp32_large_gflops"])
+                    bf16 = path_name.endswith("_bf16")
+                    floor = floor_seconds(model, prompts, lengths,
+                                          machine["bf16_large_gflops" if bf16 else "fp32_large_gflops"])
                     tokens = sum(lengths)
+                    if shape == "evaluation":
+                        row["replies_per_s"] = round(len(prompts) / seconds, 2)
                     row.update(seconds=round(seconds, 3), tokens=tokens, tokens_per_s=round(tokens / seconds, 1),
                                floor_s=round(floor["floor_s"], 3), of_floor=round(floor["floor_s"] / seconds, 3),
                                shared_prefix_tokens=floor["shared_prefix_tokens"], load_average=round(load, 2))
-                    if shape == "evaluation" and "batch8" in calls:
-                        baseline_replies = baseline_replies or generated
-                        row["same_replies_as_batch8"] = sum(a == b for a, b in zip(generated, baseline_replies))
+                    against = "shared_b64_bf16" if bf16 else "batch8"
+                    if shape == "evaluation" and against in calls:
+                        baseline_replies.setdefault(against, generated)
+                        row["same_replies"] = sum(a == b for a, b in zip(generated, baseline_replies[against]))
+                        row["same_as"] = against
                     if shape == "evaluation" and replies_to:   # to compare two environments' greedy replies
                         Path(f"{replies_to}.{path_name}.json").write_text(json.dumps(generated))
                     if path_name == "trainer_bf16":
@@ -282,8 +297,8 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
                         row["same_tokens_as_trainer_bf16"] = generated == trainer_rollouts
                     out(f"  {path_name:<16} {seconds:7.2f} s  {tokens:6d} tokens  {tokens / seconds:7.1f} tokens/s  "
                         f"{row['of_floor']:6.1%} of the floor ({row['floor_s']} s)"
-                        + (f"  same replies {row['same_replies_as_batch8']}/{len(prompts)}"
-                           if "same_replies_as_batch8" in row else "")
+                        + (f"  {row['replies_per_s']} replies/s  same replies {row['same_replies']}/{len(prompts)} "
+                           f"as {row['same_as']}" if "same_replies" in row else "")
                         + (f"  same tokens as trainer_bf16: {row['same_tokens_as_trainer_bf16']}"
                            if "same_tokens_as_trainer_bf16" in row else ""))
                 except Exception as exc:   # a path that fails here is a result: keep the error, measure the others

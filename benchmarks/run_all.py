@@ -111,7 +111,7 @@ def markdown(results: dict) -> str:
                       f"fp32 {lim['fp32_large_gflops']} GFLOP/s on a large product, {lim['fp32_decode_gflops']} at a decode "
                       f"step's shape; bf16 {lim['bf16_large_gflops']} / {lim['bf16_decode_gflops']}; copy "
                       f"{lim['copy_gb_per_s']} GB/s. The floor: the shape's FLOPs (shared prefix once) at the fp32 "
-                      f"large-product rate."]
+                      f"large-product rate (a _bf16 path's: the bf16 rate)."]
         for shape in ("group", "evaluation"):
             if shape not in rolls:
                 continue
@@ -121,16 +121,18 @@ def markdown(results: dict) -> str:
                     f"{info['questions']} held-out questions (~{info['prompt_tokens_mean']} prompt tokens), greedy, up "
                     f"to {info['max_new_tokens']} new tokens")
             lines += ["", f"{shape}: {what}; {info['model']}", "",
-                      "| path | seconds | tokens | tokens/s | vs today | of the floor | same replies |",
-                      "|---|---:|---:|---:|---:|---:|---:|"]
+                      "| path | seconds | tokens | tokens/s | replies/s | vs the first path | of the floor | "
+                      "same replies |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
             for r in rolls["rows"]:
                 if r["shape"] != shape:
                     continue
                 if "error" in r:
-                    lines.append(f"| {r['path']} | failed: {r['error'][:120]} | | | | | |")
+                    lines.append(f"| {r['path']} | failed: {r['error'][:120]} | | | | | | |")
                 else:
                     lines.append(f"| {r['path']} | {r['seconds']} | {r['tokens']} | {r['tokens_per_s']} | "
-                                 f"{r.get('speedup', '')}x | {r['of_floor']:.0%} | {r.get('same_replies_as_batch8', '')} |")
+                                 f"{r.get('replies_per_s', '')} | {r.get('speedup', '')}x | {r['of_floor']:.0%} | "
+                                 + (f"{r['same_replies']}/{rolls['evaluation']['questions']} as {r['same_as']}"
+                                    if "same_replies" in r else "") + " |")
     nbs = results.get("notebooks")
     if nbs:
         lines += ["", "| notebook (PROFILE=tiny) | wall time (s) | ok |", "|---|---:|---|"]

@@ -144,8 +144,8 @@ class _Attention(torch.nn.Module):
 def test_prefix_attention_is_sdpa_split_in_two(length, monkeypatch):
     """The two-part softmax against transformers' sdpa on a static cache's layout: 6 rows whose first 40 columns
     are one prefix, then each row's own padding and tokens, then unwritten columns; a decode step (1 query) and a
-    prefill of 5 causal queries. With gradients on, under autocast, in bf16 or outside a shared batch it is sdpa
-    itself."""
+    prefill of 5 causal queries; in fp32, and in bf16 (bf16 tensors, or fp32 ones under bf16 autocast) within bf16's
+    rounding. With gradients on, in fp16 or outside a shared batch it is sdpa itself."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     g = torch.Generator().manual_seed(1)
@@ -170,14 +170,22 @@ def test_prefix_attention_is_sdpa_split_in_two(length, monkeypatch):
             got, _ = generation._prefix_attention(module, query, key, value, mask, scaling=0.25)
         assert one_read == [shared]
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+        with torch.no_grad():   # bf16 tensors, and fp32 ones under bf16 autocast (RoPE hands attention fp32 queries
+            half = [t.bfloat16() for t in (query, key, value)]          # and keys): computed in bf16, as sdpa does
+            got = generation._prefix_attention(module, *half, mask, scaling=0.25)[0]
+            assert got.dtype == torch.bfloat16 and one_read == [shared, shared]
+            torch.testing.assert_close(got.float(), expected, rtol=0.02, atol=0.02)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                got = generation._prefix_attention(module, query, key, value, mask, scaling=0.25)[0]
+                theirs = sdpa_attention_forward(module, query, key, value, mask, scaling=0.25)[0]
+            assert got.dtype == theirs.dtype == torch.bfloat16 and len(one_read) == 3
+            torch.testing.assert_close(got.float(), theirs.float(), rtol=0.02, atol=0.02)
         monkeypatch.setattr(generation, "_own_columns", lambda *a: pytest.fail("should be sdpa's"))
         generation._prefix_attention(module, query, key, value, mask, scaling=0.25)     # a graph may be built
         with torch.no_grad():
-            half = [t.bfloat16() for t in (query, key, value)]
+            half = [t.half() for t in (query, key, value)]
             assert torch.equal(generation._prefix_attention(module, *half, mask, scaling=0.25)[0],
                                sdpa_attention_forward(module, *half, mask, scaling=0.25)[0])
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                generation._prefix_attention(module, query, key, value, mask, scaling=0.25)
     finally:
         generation._prefix_length.reset(token)
     with torch.no_grad():
@@ -368,3 +376,77 @@ def test_a_lora_model_generates_with_its_adapters_merged_and_gets_its_base_back_
     lora.unmerge_adapter()
     assert any(not torch.equal(p, base[n]) for n, p in lora.named_parameters() if n in base), \
         "peft's own merge and unmerge round a 16-bit base: why adapters_merged keeps a copy"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", [None, "bf16"])
+def test_finished_rows_leave_the_batch_and_the_replies_stay_generates(precision, monkeypatch):
+    """`generate_in_batches`' greedy path drops rows that reached EOS from the batch and its cache: the same rows as
+    with every row kept to the end (prompt cut off, finished rows padded after EOS to the batch's width), in fp32
+    and under bf16 autocast, and in fp32 the same as plain `generate` on the same batches (under bf16 the shared
+    prefix itself may round otherwise: `generate_shared`). SmolLM2 on chain_sum questions ("The answer is 26." ends a step before
+    "The answer is 241."), so the rows end at different steps and the batch really shrinks (its row counts are
+    recorded)."""
+    from helpers.compute.generation import generate_in_batches, left_pad
+    from helpers.compute.precision import autocast
+
+    model, tokenizer = _model("smollm2-135m")
+    prompts = _batch(tokenizer, _questions(10, seed=8))
+    prompts = [ids[mask.bool()].tolist() for ids, mask in zip(prompts["input_ids"], prompts["attention_mask"])]
+    kwargs = {"max_new_tokens": 40, "do_sample": False, "eos_token_id": tokenizer.eos_token_id}
+    batch_rows = []
+    real = generation._keep_rows
+    monkeypatch.setattr(generation, "_keep_rows", lambda cache, keep: batch_rows.append(len(keep)) or real(cache, keep))
+    with torch.no_grad(), autocast(precision, "cpu"):
+        dropping = generate_in_batches(model, prompts, batch_size=5, pad_token_id=tokenizer.pad_token_id, **kwargs)
+        assert batch_rows and min(batch_rows) < 5                     # rows left the batch
+        kept = generate_in_batches(model, prompts, batch_size=5, pad_token_id=tokenizer.pad_token_id,
+                                   drop_finished=False, **kwargs)
+        plain = []
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        for start in range(0, len(order), 5):
+            ids, mask = left_pad([prompts[i] for i in order[start:start + 5]], tokenizer.pad_token_id)
+            out = model.generate(input_ids=ids, attention_mask=mask, pad_token_id=tokenizer.pad_token_id, **kwargs)
+            plain += out[:, ids.shape[1]:].tolist()
+    assert dropping == kept                                           # today's path, rows kept to the end
+    if precision is None:                                             # in fp32 also plain generate's
+        assert [dropping[i] for i in order] == plain
+    lengths = {row.index(tokenizer.eos_token_id) for row in plain if tokenizer.eos_token_id in row}
+    assert len(lengths) > 1                                           # the replies ended at different steps
+
+
+def test_evaluation_batches_are_sized_to_their_kv_cache():
+    """`default_batch_size` on SmolLM2's real config: as many rows as a 3 GiB cache holds for notebook 01's ~445
+    positions (256, the most, under bf16, where the cache is kept in bf16; ~157 in fp32), fewer for longer prompts, never
+    fewer than 8; 8 on a card."""
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig
+
+    from helpers.chain_sum.evaluation import EVAL_CACHE_GIB, default_batch_size
+    from helpers.models.offline import resolve_model
+
+    config = AutoConfig.from_pretrained(resolve_model("smollm2-135m"))
+    cpu = SimpleNamespace(device=torch.device("cpu"), config=config)
+    per_position = config.num_hidden_layers * 2 * config.num_key_value_heads * 64
+    budget = EVAL_CACHE_GIB * 2**30
+    assert default_batch_size(cpu, 445, "bf16") == 256 and 256 * 445 * per_position * 2 <= budget
+    for positions in (445, 2000):   # fp32: the most rows whose cache fits
+        rows = default_batch_size(cpu, positions, None)
+        assert rows * positions * per_position * 4 <= budget < (rows + 1) * positions * per_position * 4
+    assert default_batch_size(cpu, 445, None) > 128 > default_batch_size(cpu, 2000, None)
+    assert default_batch_size(cpu, 10**6, "bf16") == 8
+    assert default_batch_size(SimpleNamespace(device=torch.device("meta"), config=config), 445) == 8
+
+
+def test_only_plain_greedy_calls_drop_finished_rows():
+    """The calls `generate_in_batches` may run through `greedy_dropping_finished`: greedy, no logits processor, no
+    scores asked for; its EOS ids from the call or the model's generation config."""
+    model, _ = _model("tiny-toolcall")
+    eos = model.generation_config.eos_token_id
+    assert generation._greedy_eos(model, {"do_sample": False, "max_new_tokens": 8}) == ([eos] if isinstance(eos, int)
+                                                                                       else list(eos))
+    assert generation._greedy_eos(model, {"max_new_tokens": 8, "eos_token_id": [5, 6]}) == [5, 6]
+    for refused in ({"do_sample": True, "temperature": 0.7}, {"repetition_penalty": 1.2}, {"output_scores": True},
+                    {"min_new_tokens": 4}, {"num_beams": 2}):
+        assert generation._greedy_eos(model, {"max_new_tokens": 8, **refused}) is None, refused

@@ -212,11 +212,29 @@ def parse_answer_call(text: str) -> str | None:
     return str(calls[0]["arguments"]["answer"])
 
 
-def default_batch_size(model) -> int:
-    """Rows per generation batch: 64 on CPU, where more rows share each pass over the weights (3.3x faster than 8 on
-    notebook 01's evaluation, benchmarks/rollouts.py); 8 on a GPU, where a static KV cache of 64 long rows of a
-    1-2B model would take gigabytes beside the trained model (not measured on a card)."""
-    return 64 if model.device.type == "cpu" else 8
+# What the KV cache of one CPU evaluation batch may take: for notebook 01's sums (~445 positions) 256 rows under bf16
+# autocast, 159 in fp32; more rows were faster (docs/measurements.md#held-out-evaluation-on-cpu).
+EVAL_CACHE_GIB = 3.0
+MAX_CPU_BATCH = 256
+
+
+def default_batch_size(model, positions: int | None = None, precision: str | None = None) -> int:
+    """Rows per generation batch. On a CPU as many as fit a KV cache of `EVAL_CACHE_GIB` for `positions` (the
+    longest prompt plus the new tokens; None: 512), at most `MAX_CPU_BATCH`: more rows share each pass over the
+    weights, and a finished row leaves its batch (`helpers.compute.generation.greedy_dropping_finished`). On a GPU
+    8, where a static KV cache of many long rows of a 1-2B model would take gigabytes beside the trained model (not
+    measured on a card)."""
+    if model.device.type != "cpu":
+        return 8
+    config = getattr(model, "config", None)
+    try:
+        heads = config.num_key_value_heads or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        per_position = config.num_hidden_layers * 2 * heads * head_dim * (2 if precision in ("bf16", "fp16") else 4)
+    except (AttributeError, TypeError, ZeroDivisionError):
+        return 64
+    rows = int(EVAL_CACHE_GIB * 2**30 // (per_position * (positions or 512)))
+    return max(8, min(MAX_CPU_BATCH, rows))
 
 
 def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools=None,
@@ -225,10 +243,9 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
     """Greedy replies for each conversation, in their order; special tokens kept out.
 
     The conversations are batched by prompt length (`batch_size` rows; None: `default_batch_size`), and each batch
-    generates with `helpers.compute.generation.generate_shared`: the system prompt and tool schema every conversation
-    starts with are computed once per batch, not once per row. The same greedy replies as plain `model.generate`
-    (tested); on two CPU cores notebook 01's 150-question evaluation takes 86 s instead of 281 s in yesterday's
-    batches of 8 (benchmarks/rollouts.py, docs/measurements.md).
+    generates with `helpers.compute.generation`: the system prompt and tool schema every conversation starts with
+    are computed once per batch, not once per row, and a greedy batch drops each row that has finished. In fp32 the
+    same greedy replies as plain `model.generate` (tested); speeds in docs/measurements.md#held-out-evaluation-on-cpu.
 
     `temperature`: None (or 0) replies greedily; a number samples at it the way GRPOTrainer does (no top-k,
     no top-p), for measurements of the training distribution (`helpers.chain_sum.preflight`).
@@ -251,8 +268,10 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
     prompts = tokenizer(texts, add_special_tokens=False)["input_ids"]
     sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature \
         else {"do_sample": False}
+    positions = max(map(len, prompts), default=0) + max_new_tokens
     with torch.no_grad(), autocast(precision, model.device.type):
-        new_tokens = generate_in_batches(model, prompts, batch_size=batch_size or default_batch_size(model),
+        new_tokens = generate_in_batches(model, prompts, batch_size=batch_size or default_batch_size(model, positions,
+                                                                                                     precision),
                                          pad_token_id=tokenizer.pad_token_id, progress=progress,
                                          max_new_tokens=max_new_tokens, **sampling)
     replies = [tokenizer.decode(row, skip_special_tokens=False).replace(tokenizer.pad_token, "")

@@ -10,7 +10,8 @@ copies them into a preallocated (static) KV cache for every row, and lets `model
                                     # so GRPOTrainer's rollouts in notebooks 00, 01, 03 and 04 get it
 
 While it generates, each decode step reads that prefix's keys and values once for all rows rather than once per
-row (`prefix_read_once`: on a CPU, in fp32).
+row (`prefix_read_once`: on a CPU, in fp32 or bf16). An evaluation's greedy batches also drop each row that has
+finished (`greedy_dropping_finished`, through `generate_in_batches`).
 
 Same contract as `model.generate` on a left-padded batch: the same output tensor (the caller's prompt, then the
 new tokens), the same sampling (the caller's generation config and logits processors run unchanged) and, in
@@ -145,6 +146,7 @@ def weights_streamed_once(model):
 # The attention implementation `prefix_read_once` switches a model to while `generate_shared` runs (transformers'
 # AttentionInterface name; its masks are sdpa's).
 PREFIX_ATTENTION = "sdpa_prefix_read_once"
+PREFIX_DTYPES = ("torch.float32", "torch.bfloat16")   # the dtypes its queries, keys and values may have
 _prefix_length = contextvars.ContextVar("prefix_length", default=0)
 
 
@@ -173,7 +175,7 @@ def _own_columns(attention_mask, shared: int, group: int):
 
 
 def _prefix_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """SDPA for a `generate_shared` batch on a CPU, in fp32: the first `_prefix_length` cache positions hold the
+    """SDPA for a `generate_shared` batch on a CPU, in fp32 or bf16: the first `_prefix_length` cache positions hold the
     same keys and values in every row (the shared prompt prefix, which every query sees whole), so they are read
     once for all rows, and each row reads only its own positions after them. Two calls of torch's CPU flash
     kernel (every row's queries against the one prefix; each row's queries against its own keys, masked), merged
@@ -182,9 +184,12 @@ def _prefix_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     shared = _prefix_length.get()
+    # under autocast, sdpa computes in autocast's dtype whatever it is given (RoPE hands it fp32 queries and keys)
+    autocasting = torch.is_autocast_enabled("cpu")
+    dtype = torch.get_autocast_dtype("cpu") if autocasting else query.dtype
     if (not shared or dropout or torch.is_grad_enabled() or attention_mask is None
-            or attention_mask.dtype != torch.bool or not query.dtype == key.dtype == value.dtype == torch.float32
-            or query.device.type != "cpu" or key.shape[2] <= shared or torch.is_autocast_enabled("cpu")
+            or attention_mask.dtype != torch.bool or not (autocasting or query.dtype == key.dtype == value.dtype)
+            or str(dtype) not in PREFIX_DTYPES or query.device.type != "cpu" or key.shape[2] <= shared
             or any(kwargs.get(k) is not None for k in ("softcap", "position_bias", "sliding_window", "s_aux"))):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
@@ -195,16 +200,18 @@ def _prefix_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     rows = group * length
     scale = dim ** -0.5 if scaling is None else scaling
     end, hidden = _own_columns(attention_mask, shared, group)
-    q = query.reshape(batch, kv_heads, rows, dim)                   # rows: (head in its group, query position)
+    q = query.to(dtype).reshape(batch, kv_heads, rows, dim)         # rows: (head in its group, query position)
     every_row = q.transpose(0, 1).reshape(1, kv_heads, batch * rows, dim)
-    prefix_out, prefix_lse = flash(every_row, key[:1, :, :shared], value[:1, :, :shared], scale=scale)
-    own_out, own_lse = flash(q, key[:, :, shared:end], value[:, :, shared:end], attn_mask=hidden, scale=scale)
+    prefix_out, prefix_lse = flash(every_row, key[:1, :, :shared].to(dtype), value[:1, :, :shared].to(dtype),
+                                   scale=scale)
+    own_out, own_lse = flash(q, key[:, :, shared:end].to(dtype), value[:, :, shared:end].to(dtype),
+                             attn_mask=hidden.to(dtype), scale=scale)
     prefix_lse = prefix_lse.view(kv_heads, batch, rows).transpose(0, 1)
     prefix_out = prefix_out.view(kv_heads, batch, rows, dim).transpose(0, 1)
     top = torch.maximum(prefix_lse, own_lse)
     prefix_w, own_w = torch.exp(prefix_lse - top), torch.exp(own_lse - top)
     out = (prefix_out * prefix_w[..., None] + own_out * own_w[..., None]) / (prefix_w + own_w)[..., None]
-    return out.reshape(batch, heads, length, dim).transpose(1, 2).contiguous(), None
+    return out.to(dtype).reshape(batch, heads, length, dim).transpose(1, 2).contiguous(), None
 
 
 @contextlib.contextmanager
@@ -213,15 +220,18 @@ def prefix_read_once(model, shared: int):
     where it would read them once per row: what a batch from `generate_shared` holds there. Why: in a decode step
     every row's query reads every key and value of its row, and the prompt prefix (~290 tokens) is most of them,
     so a 64-row batch read the same prefix 64 times; with it, the same tokens in about a fifth less time
-    (docs/measurements.md#rollout-generation-on-cpu). Only for an fp32 model on a CPU using transformers' sdpa; anything else is
-    left as it is."""
+    (docs/measurements.md#rollout-generation-on-cpu). Under bf16 autocast it also spares sdpa's copies (each
+    layer's whole static cache cast to bf16 and its key/value heads repeated for every query head,
+    docs/measurements.md#held-out-evaluation-on-cpu); there its sums differ from sdpa's by bf16's rounding, so a
+    few greedy replies do too. Only for an fp32 (or bf16) model on a CPU using
+    transformers' sdpa; anything else is left as it is."""
     import torch
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     config = getattr(model, "config", None)
     if (config is None or getattr(config, "_attn_implementation", None) != "sdpa" or shared <= 0
-            or next(model.parameters()).device.type != "cpu" or next(model.parameters()).dtype != torch.float32):
+            or next(model.parameters()).device.type != "cpu" or str(next(model.parameters()).dtype) not in PREFIX_DTYPES):
         yield model
         return
     AttentionInterface.register(PREFIX_ATTENTION, _prefix_attention)
@@ -297,6 +307,11 @@ def _prefilled_cache(model, prefix: list[int], rows: int, max_len: int):
         and SDPA refuses a bf16 query against fp32 keys (found on an H200 running the T4 recipe, docs/gpu.md)."""
 
         def update(self, key_states, value_states, *args, **kwargs):
+            if key_states.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+                # kept in autocast's dtype, which attention reads them in anyway (RoPE hands over fp32 keys): half
+                # the cache to write, copy and read
+                dtype = torch.get_autocast_dtype("cpu")
+                key_states, value_states = key_states.to(dtype), value_states.to(dtype)
             if self.keys.dtype != key_states.dtype:
                 self.keys = self.keys.to(key_states.dtype)
             if self.values.dtype != value_states.dtype:
@@ -331,38 +346,144 @@ def generate_shared(model, input_ids, attention_mask=None, *, generate=None, **k
         return _generate_shared(model, input_ids, attention_mask, generate=generate, **kwargs)
 
 
+def _shared_layout(model, input_ids, attention_mask, kwargs: dict):
+    """How `generate_shared` lays out a left-padded batch: (ids, mask, cache, shared), the ids and mask as
+    [shared prefix][padding][each row's own tail] and a static cache already holding the prefix; None when the call
+    is left to plain generate (`_unsupported`, fewer than `MIN_SHARED` shared tokens, a cache it cannot prefill)."""
+    import torch
+
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+    rows = None if _unsupported(kwargs, config) else _real_rows(input_ids, attention_mask)
+    shared = shared_prefix_length(rows) if rows else 0
+    if shared < MIN_SHARED:
+        return None
+    max_new = kwargs.get("max_new_tokens") or config.max_new_tokens
+    tail = max(len(r) for r in rows) - shared
+    pad = input_ids[0, 0].item() if attention_mask[0, 0] == 0 else 0   # any id: padded positions are masked
+    # positions come from the mask, so the tail's are unchanged
+    laid = [r[:shared] + [pad] * (tail - (len(r) - shared)) + r[shared:] for r in rows]
+    mask = [[1] * shared + [0] * (tail - (len(r) - shared)) + [1] * (len(r) - shared) for r in rows]
+    cache = _prefilled_cache(model, rows[0][:shared], len(rows), shared + tail + max_new)
+    if cache is None:
+        return None
+    device = input_ids.device
+    return torch.tensor(laid, device=device), torch.tensor(mask, device=device), cache, shared
+
+
 def _generate_shared(model, input_ids, attention_mask=None, *, generate=None, **kwargs):
     import torch
 
     generate = generate or model.generate
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
-    rows = None if _unsupported(kwargs, config) else _real_rows(input_ids, attention_mask)
-    shared = shared_prefix_length(rows) if rows else 0
-    if shared < MIN_SHARED:
+    layout = _shared_layout(model, input_ids, attention_mask, kwargs)
+    if layout is None:
         return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-
-    max_new = kwargs.get("max_new_tokens") or config.max_new_tokens
-    tail = max(len(r) for r in rows) - shared
-    pad = input_ids[0, 0].item() if attention_mask[0, 0] == 0 else 0   # any id: padded positions are masked
-    # [shared prefix][padding][each row's own tail]: positions come from the mask, so the tail's are unchanged
-    laid = [r[:shared] + [pad] * (tail - (len(r) - shared)) + r[shared:] for r in rows]
-    mask = [[1] * shared + [0] * (tail - (len(r) - shared)) + [1] * (len(r) - shared) for r in rows]
-    ids = torch.tensor(laid, device=input_ids.device)
-    cache = _prefilled_cache(model, rows[0][:shared], len(rows), shared + tail + max_new)
-    if cache is None:
-        return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+    ids, mask, cache, shared = layout
     kwargs.setdefault("disable_compile", True)   # a static cache would make generate compile on a GPU
     with prefix_read_once(model, shared):
-        out = generate(input_ids=ids, attention_mask=torch.tensor(mask, device=input_ids.device),
-                       **{cache_kwarg(): cache}, **kwargs)
+        out = generate(input_ids=ids, attention_mask=mask, **{cache_kwarg(): cache}, **kwargs)
     sequences = out if isinstance(out, torch.Tensor) else out.sequences
     joined = torch.cat([input_ids, sequences[:, ids.shape[1]:]], dim=1)
     if isinstance(out, torch.Tensor):
         return joined
     out.sequences = joined
     return out
+
+
+# Generation settings that make generate change the logits or stop otherwise than at EOS and `max_new_tokens`: a
+# batch asking for any of them is left to generate (`greedy_dropping_finished`).
+PROCESSED = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "bad_words_ids": None, "min_length": 0,
+             "min_new_tokens": None, "suppress_tokens": None, "begin_suppress_tokens": None,
+             "forced_bos_token_id": None, "forced_eos_token_id": None, "sequence_bias": None,
+             "encoder_repetition_penalty": 1.0, "exponential_decay_length_penalty": None, "stop_strings": None,
+             "max_time": None, "logits_processor": None, "stopping_criteria": None, "output_scores": False,
+             "return_dict_in_generate": False, "streamer": None, "prefill_chunk_size": None}
+# Finished rows are dropped from a batch once they are at least this share of its rows: each drop copies the KV
+# cache's remaining rows (1/16 and 1/4 measured no different: docs/measurements.md#held-out-evaluation-on-cpu).
+DROP_SHARE = 0.125
+
+
+def _greedy_eos(model, kwargs: dict) -> list[int] | None:
+    """The EOS ids of a greedy call `greedy_dropping_finished` can run exactly as generate would; None otherwise."""
+    config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+
+    def get(key, default=None):
+        return kwargs.get(key, getattr(config, key, default) if config is not None else default)
+
+    if get("do_sample", False) or any(get(k, v) not in (None, v) for k, v in PROCESSED.items()):
+        return None
+    if any(k not in ("do_sample", "max_new_tokens", "eos_token_id", "pad_token_id", "generation_config")
+           for k in kwargs):
+        return None
+    eos = get("eos_token_id")
+    return [eos] if isinstance(eos, int) else list(eos or []) or None
+
+
+def greedy_dropping_finished(model, input_ids, attention_mask, *, max_new_tokens: int, eos_token_id: list[int],
+                             pad_token_id: int, drop_share: float | None = None):
+    """Greedy `generate_shared` for a left-padded batch where a row that has reached EOS leaves the batch.
+
+    Why: `model.generate` computes every row of a batch until its longest reply ends (or reaches `max_new_tokens`),
+    so a batch's early finishers kept costing a row each step. Here the finished rows are taken out of the batch and
+    its KV cache (in one copy, once they are `drop_share` of the rows: default `DROP_SHARE`), and each step computes
+    only the rows still writing.
+
+    Returns what generate returns: the caller's `input_ids` followed by the new tokens, a finished row padded with
+    `pad_token_id` after its EOS to the batch's longest reply. The same forward passes as generate's for the rows
+    still in the batch, so the same greedy tokens, with one caveat: a product over fewer rows may add its terms in
+    another order (fp32: within ~1e-6; bf16: a rounding step), so a near-tie could go the other way (tested on
+    notebook 01's 900 held-out sums: docs/measurements.md#held-out-evaluation-on-cpu). None when the batch
+    shares too little prompt to lay out (`_shared_layout`): call generate then."""
+    import torch
+
+    layout = _shared_layout(model, input_ids, attention_mask, {"max_new_tokens": max_new_tokens})
+    if layout is None:
+        return None
+    ids, mask, cache, shared = layout
+    rows = ids.shape[0]
+    eos = torch.tensor(eos_token_id, device=ids.device)
+    new = torch.full((rows, max_new_tokens), pad_token_id, dtype=ids.dtype, device=ids.device)
+    ends = torch.full((rows,), max_new_tokens, dtype=torch.long)     # each row's reply length
+    live = torch.arange(rows, device=ids.device)                       # original row of each row in the batch
+    finished = torch.zeros(rows, dtype=torch.bool, device=ids.device)  # of the rows in the batch
+    position = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    step_ids, step_position = ids[:, shared:], position[:, shared:]
+    with prefix_read_once(model, shared):
+        for step in range(max_new_tokens):
+            # generate's own preparation of each pass (the 4-D mask it builds for a static cache, the inputs' layout)
+            inputs = model.prepare_inputs_for_generation(step_ids, attention_mask=mask, position_ids=step_position,
+                                                         use_cache=True, logits_to_keep=1, is_first_iteration=not step,
+                                                         **{cache_kwarg(): cache})
+            out = model(**inputs, return_dict=True)
+            token = out.logits[:, -1].to(dtype=torch.float32).argmax(-1)
+            token = token.masked_fill(finished, pad_token_id)
+            new[live, step] = token
+            done = torch.isin(token, eos) & ~finished
+            if done.any():
+                ends[live[done].cpu()] = step + 1
+                finished |= done
+            if bool(finished.all()) or step + 1 == max_new_tokens:
+                break
+            if int(finished.sum()) >= max(1, (DROP_SHARE if drop_share is None else drop_share) * len(live)):
+                keep = (~finished).nonzero().squeeze(1)
+                _keep_rows(cache, keep)
+                live, mask, position, token = live[keep], mask[keep], position[keep], token[keep]
+                finished = finished[keep]
+            mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=1)
+            step_position = position[:, -1:] + 1
+            position = torch.cat([position, step_position], dim=1)
+            step_ids = token[:, None]
+    width = int(ends.max())
+    return torch.cat([input_ids, new[:, :width]], dim=1)
+
+
+def _keep_rows(cache, keep) -> None:
+    """Only the rows `keep` of a static KV cache (its tensors copied once)."""
+    for layer in cache.layers:
+        layer.keys = layer.keys.index_select(0, keep)
+        layer.values = layer.values.index_select(0, keep)
+        layer.batch_size = len(keep)
 
 
 def left_pad(prompts: list[list[int]], pad_token_id: int, device=None):
@@ -376,21 +497,33 @@ def left_pad(prompts: list[list[int]], pad_token_id: int, device=None):
 
 
 def generate_in_batches(model, prompts: list[list[int]], *, batch_size: int, pad_token_id: int,
-                        progress: bool | str = False, **kwargs) -> list[list[int]]:
+                        progress: bool | str = False, drop_finished: bool = True, **kwargs) -> list[list[int]]:
     """The new tokens `generate_shared` gives each prompt (token lists), in the prompts' order: the prompts are
-    batched by length (similar lengths share a batch: less padding), `batch_size` rows at a time. Each row keeps
-    the batch's width (padding after its end included): the caller cuts it at its own stop token.
+    batched by length (similar lengths share a batch: less padding), in batches of equal size of at most
+    `batch_size` rows. Each row keeps the batch's width (padding after its end included): the caller cuts it at its
+    own stop token. A greedy call without logits processors (an evaluation's) drops each finished row from its
+    batch (`greedy_dropping_finished`; `drop_finished=False`: every row computed until the batch's last ends).
     `progress`: True or a label ("evaluation") prints lines with an estimate (helpers.reporting.progress)."""
     from helpers.reporting.progress import ProgressLines
 
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    eos = _greedy_eos(model, kwargs) if kwargs.get("max_new_tokens") else None
     new_tokens: list[list[int]] = [[] for _ in prompts]
     lines = ProgressLines(progress if isinstance(progress, str) else "generating", len(prompts),
                           unit="replies") if progress else None
-    for start in range(0, len(order), batch_size):
-        batch = order[start:start + batch_size]
+    # batches of equal size: 900 prompts in batches of at most 128 are 8 of 112-113 rows, not 7 of 128 and one of 4
+    # (whose steps would cost nearly as much as a full batch's)
+    size = -(-len(order) // -(-len(order) // batch_size)) if order else batch_size
+    for start in range(0, len(order), size):
+        batch = order[start:start + size]
         ids, mask = left_pad([prompts[i] for i in batch], pad_token_id, model.device)
-        out = generate_shared(model, ids, mask, pad_token_id=pad_token_id, **kwargs)
+        out = None
+        if eos is not None and drop_finished:
+            with adapters_merged(model), weights_streamed_once(model):
+                out = greedy_dropping_finished(model, ids, mask, max_new_tokens=kwargs["max_new_tokens"],
+                                               eos_token_id=eos, pad_token_id=pad_token_id)
+        if out is None:
+            out = generate_shared(model, ids, mask, pad_token_id=pad_token_id, **kwargs)
         for i, row in zip(batch, out[:, ids.shape[1]:].tolist()):
             new_tokens[i] = row
         if lines:

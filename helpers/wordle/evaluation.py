@@ -161,7 +161,9 @@ def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, player
     def greedy(prompts: list[list[int]]) -> list[dict]:
         model.eval()
         with torch.no_grad(), autocast(precision, model.device.type):
-            rows = generate_in_batches(model, prompts, batch_size=batch_size or default_batch_size(model),
+            positions = max(map(len, prompts), default=0) + max_new_tokens
+            rows = generate_in_batches(model, prompts, batch_size=batch_size or default_batch_size(model, positions,
+                                                                                                 precision),
                                        pad_token_id=pad, max_new_tokens=max_new_tokens, do_sample=False)
         outputs = []
         for row in rows:
