@@ -30,7 +30,7 @@ if os.environ.get("TRAIN_TO_MIN_STEPS"):   # TRAIN_MINUTES=0.01 MIN_STEPS=N then
     helpers.compute.budget.MAX_EXTENSION = float("inf")
 if os.environ.get("EVAL_BATCH"):   # rows per evaluation batch on the card (helpers.chain_sum.evaluation says 8 there)
     import helpers.chain_sum.evaluation
-    helpers.chain_sum.evaluation.default_batch_size = lambda model: int(os.environ["EVAL_BATCH"])
+    helpers.chain_sum.evaluation.default_batch_size = lambda model, *sizes: int(os.environ["EVAL_BATCH"])
 started = time.time()
 result = {"name": name, "args": args, "rc": None, "error": None, "torch": torch.__version__,
           "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
