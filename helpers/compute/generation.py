@@ -281,11 +281,16 @@ def _real_rows(input_ids, attention_mask) -> list[list[int]] | None:
     return [ids[b][first:] for b, (first, _) in enumerate(spans)]
 
 
+def _setting(kwargs: dict, config, key: str, default=None):
+    """A generation setting as generate sees it: the call's, else the generation config's, else `default`."""
+    return kwargs.get(key, getattr(config, key, default) if config is not None else default)
+
+
 def _unsupported(kwargs: dict, config) -> bool:
     """A call `generate_shared` leaves to plain generate: its own cache or embeddings, beams, several sequences per
     prompt, a cache implementation asked for, or no `max_new_tokens` to size the cache with."""
     def get(key, default=None):
-        return kwargs.get(key, getattr(config, key, default) if config is not None else default)
+        return _setting(kwargs, config, key, default)
 
     return (any(k in kwargs for k in (*CACHE_KWARGS, "inputs_embeds", "position_ids"))
             or (get("num_beams", 1) or 1) > 1 or (get("num_return_sequences", 1) or 1) > 1
@@ -409,7 +414,7 @@ def _greedy_eos(model, kwargs: dict) -> list[int] | None:
     config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
 
     def get(key, default=None):
-        return kwargs.get(key, getattr(config, key, default) if config is not None else default)
+        return _setting(kwargs, config, key, default)
 
     if get("do_sample", False) or any(get(k, v) not in (None, v) for k, v in PROCESSED.items()):
         return None
@@ -447,8 +452,8 @@ def greedy_dropping_finished(model, input_ids, attention_mask, *, max_new_tokens
     ends = torch.full((rows,), max_new_tokens, dtype=torch.long)     # each row's reply length
     live = torch.arange(rows, device=ids.device)                       # original row of each row in the batch
     finished = torch.zeros(rows, dtype=torch.bool, device=ids.device)  # of the rows in the batch
-    position = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-    step_ids, step_position = ids[:, shared:], position[:, shared:]
+    step_ids = ids[:, shared:]
+    step_position = ((mask.cumsum(-1) - 1).masked_fill(mask == 0, 0))[:, shared:]
     with prefix_read_once(model, shared):
         for step in range(max_new_tokens):
             # generate's own preparation of each pass (the 4-D mask it builds for a static cache, the inputs' layout)
@@ -468,11 +473,10 @@ def greedy_dropping_finished(model, input_ids, attention_mask, *, max_new_tokens
             if int(finished.sum()) >= max(1, (DROP_SHARE if drop_share is None else drop_share) * len(live)):
                 keep = (~finished).nonzero().squeeze(1)
                 _keep_rows(cache, keep)
-                live, mask, position, token = live[keep], mask[keep], position[keep], token[keep]
+                live, mask, step_position, token = live[keep], mask[keep], step_position[keep], token[keep]
                 finished = finished[keep]
             mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=1)
-            step_position = position[:, -1:] + 1
-            position = torch.cat([position, step_position], dim=1)
+            step_position = step_position[:, -1:] + 1
             step_ids = token[:, None]
     width = int(ends.max())
     return torch.cat([input_ids, new[:, :width]], dim=1)
