@@ -8,8 +8,8 @@ not depend on them), SmolLM2-135M with its lowest `FREEZE_LAYERS=12` layers froz
 head as GRPOTrainer patches it in, loss backward. Paths (helpers/compute/loss_forward.py):
 
 - `plain`: TRL 1.16 as shipped: every row's whole prompt, and on a CPU every position projected onto the vocabulary;
-- `compact`: only the completions' positions projected (`score_completions_only`);
-- `shared`: that, and the prompt prefix all rows share computed once (`share_forward_prefix`, what load_policy does).
+- `compact`: only the completions' positions projected (`completions_only_scored`);
+- `shared`: that, and the prompt prefix all rows share computed once (`forward_prefix_shared`, what FastGRPOTrainer does).
 
 The floor is the least arithmetic the pass needs: each distinct token once through the frozen layers (forward)
 and the trained ones (forward and two backward products), and each completion token through the LM head (forward
@@ -20,6 +20,7 @@ and the hidden state's gradient), at the machine's large-product rate in that pr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
@@ -73,23 +74,14 @@ def floor_flops(model, frozen: int, prompts: list[list[int]]) -> float:
 
 def time_path(model, batch, path: str, precision: str, repeats: int) -> float:
     """Median seconds of one forward + backward on `batch` along `path` (after one untimed pass)."""
-    import torch
-    import trl.trainer.utils as trl_utils
-    from trl.kernels.chunked_logprob import _use_triton as triton_only
-
-    from helpers.compute.loss_forward import score_completions_only, share_forward_prefix, unshare_forward_prefix
+    from helpers.compute.loss_forward import completions_only_scored, forward_prefix_shared
     from helpers.compute.precision import autocast
 
     ids, mask, labels, _ = batch
-    before = trl_utils._use_triton
-    trl_utils._use_triton = triton_only   # TRL as shipped, even after a load_policy in this process swapped it
-    unshare_forward_prefix(model)
-    if path == "shared":
-        share_forward_prefix(model)
-    elif path == "compact":
-        score_completions_only()
+    path_context = {"shared": lambda: forward_prefix_shared(model), "compact": completions_only_scored}.get(
+        path, contextlib.nullcontext)
     times = []
-    try:
+    with path_context():
         for i in range(repeats + 1):
             model.zero_grad(set_to_none=True)
             began = time.perf_counter()
@@ -98,9 +90,6 @@ def time_path(model, batch, path: str, precision: str, repeats: int) -> float:
             (-(out.log_probs * (labels[:, 1:] != -100)).sum()).backward()
             if i:
                 times.append(time.perf_counter() - began)
-    finally:
-        trl_utils._use_triton = before
-        unshare_forward_prefix(model)
     return statistics.median(times)
 
 

@@ -16,14 +16,14 @@ Paths, each timed on the same inputs:
     group:      repeated         `model.generate` on the prompt repeated: what TRL 1.16's GRPOTrainer does without vLLM
                 shared           `helpers.compute.generation.generate_shared`: the prompt prefilled once into a static KV cache
                                  for every row, and in fp32 each decode step reading it once for all rows (what
-                                 load_policy's models now do inside GRPOTrainer)
+                                 FastGRPOTrainer's rollouts do)
                 shared_bf16      the same under one bf16 autocast region (what an evaluation runs where choose_precision
                                  picks bf16; autocast keeps its casts of weights that need gradients for the region)
                 trainer_bf16     the same as GRPOTrainer runs it on a bf16 CPU: notebook 01's first 12 layers frozen and
                                  one autocast region per forward call (accelerate's wrapping), so every decode step
                                  casts every weight again
-                trainer_bf16_reused  the same with `helpers.compute.precision.reuse_weight_casts` (load_policy's models): each
-                                 weight cast once per change
+                trainer_bf16_reused  the same with `helpers.compute.precision.weight_casts_reused` (what generate_shared
+                                 enters): each weight cast once per call
                 continuous_fork  transformers' continuous batching, one prompt forked `rollouts` times (a reference;
                                  docs/measurements.md has the other continuous-batching variants)
     evaluation: batch8           the first generate_replies: plain `generate`, batches of 8 in question order
@@ -154,13 +154,15 @@ def _group(model, prompt, rollouts, new_tokens, eos, pad, path):
 @contextlib.contextmanager
 def _as_trainer_runs_it(model, reuse: bool):
     """`model` with notebook 01's frozen layers and each forward call in its own bf16 autocast region (what
-    accelerate's prepare_model does under mixed precision), optionally reusing weight casts; restored after."""
+    accelerate's prepare_model does under mixed precision), reusing weight casts or not (generate_shared's
+    `weight_casts_reused` left out); restored after."""
     import torch
 
-    from helpers.compute.precision import drop_weight_casts, reuse_weight_casts
+    from helpers.compute import generation
 
     frozen = [p for layer in model.model.layers[:FROZEN_LAYERS] for p in layer.parameters() if p.requires_grad]
     forward = model.forward
+    casts = generation.weight_casts_reused
 
     def per_call(*args, **kwargs):
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -169,13 +171,12 @@ def _as_trainer_runs_it(model, reuse: bool):
     for p in frozen:
         p.requires_grad_(False)
     model.forward = per_call
-    if reuse:
-        reuse_weight_casts(model)
+    if not reuse:
+        generation.weight_casts_reused = contextlib.nullcontext
     try:
         yield
     finally:
-        if reuse:
-            drop_weight_casts(model)
+        generation.weight_casts_reused = casts
         del model.forward
         for p in frozen:
             p.requires_grad_(True)

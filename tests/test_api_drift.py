@@ -117,3 +117,19 @@ def test_keywords_passed_through_a_literal_dict_are_checked(tmp_path):
     assert len(problems) == 2, problems
     assert "cell 2, line 4" in problems[0] and "max_prompt_length" in problems[0]  # reported where the key is
     assert "cell 3, line 1" in problems[1] and "num_generation" in problems[1] and "num_generations" in problems[1]
+
+
+def test_trls_private_names_that_helpers_rely_on_still_exist_and_a_gone_one_is_named():
+    """FastGRPOTrainer overrides two undocumented GRPOTrainer methods; the gate lists each, and fails naming one that
+    is gone, takes other parameters, or no longer sets what helpers read."""
+    from helpers.compute.fast_grpo import PRIVATE_OVERRIDES
+    from tools.drift import PRIVATE_NAMES, private_name_problems
+
+    assert {f"trl.GRPOTrainer.{name}" for name in PRIVATE_OVERRIDES} <= set(PRIVATE_NAMES)
+    assert private_name_problems() == []
+    problems = private_name_problems({"trl.GRPOTrainer._generate_one_turn": (),
+                                      "trl.GRPOTrainer._get_per_token_logps_and_entropies": ("model", "tokens"),
+                                      "trl.GRPOTrainer.__init__": "self._rollout_log"})
+    assert len(problems) == 3
+    assert "_generate_one_turn: gone in trl" in problems[0]
+    assert "no longer takes tokens" in problems[1] and "no longer sets self._rollout_log" in problems[2]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers.compute import generation
-from helpers.compute.generation import generate_shared, share_prompt_prefix, shared_prefix_length, unshare_prompt_prefix
+from helpers.compute.generation import generate_shared, prompt_prefix_shared, shared_prefix_length
 from helpers.prompts import SYSTEM_PROMPT, answer_tool
 
 
@@ -233,7 +233,7 @@ def test_scores_and_fallbacks_behave_like_generate(monkeypatch):
 
 
 @pytest.mark.slow
-def test_share_prompt_prefix_wraps_and_unwraps_generate_and_keeps_lora_models_working():
+def test_prompt_prefix_shared_wraps_generate_only_inside_and_keeps_lora_models_working():
     from peft import LoraConfig, get_peft_model
 
     model, tokenizer = _model("tiny-toolcall")
@@ -242,10 +242,10 @@ def test_share_prompt_prefix_wraps_and_unwraps_generate_and_keeps_lora_models_wo
     kwargs = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": tokenizer.pad_token_id}
     with torch.no_grad():
         plain = lora.generate(**inputs, **kwargs)
-        assert share_prompt_prefix(lora) is lora and share_prompt_prefix(lora).generate.shares_prompt_prefix
-        shared = lora.generate(**inputs, **kwargs)
-        unshare_prompt_prefix(lora)
-        assert not getattr(lora.generate, "shares_prompt_prefix", False)
+        with prompt_prefix_shared(lora) as inside, prompt_prefix_shared(lora):
+            assert inside is lora and lora.generate.shares_prompt_prefix
+            shared = lora.generate(**inputs, **kwargs)
+        assert not getattr(lora.generate, "shares_prompt_prefix", False) and "generate" not in lora.__dict__
     assert torch.equal(shared, plain)
 
 
@@ -274,16 +274,17 @@ def test_a_lora_model_on_a_16_bit_base_generates_under_the_trainers_mixed_precis
 
 
 @pytest.mark.slow
-def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_server, monkeypatch):
-    """GRPOTrainer (TRL 1.16, no vLLM) generates its rollouts through the model's `generate`: with the model from
-    `load_policy`, each generation batch prefills the shared prompt once and its decode steps read it once, each
-    loss pass computes it once too (helpers/compute/loss_forward.py), and training still runs and logs a loss."""
+def test_fast_grpo_trainer_generates_shared_in_a_real_run_against_a_real_environment(tmp_path, rg_server, monkeypatch):
+    """FastGRPOTrainer (TRL 1.16's GRPOTrainer, no vLLM, with an environment_factory on a real reasoning_gym server):
+    each generation batch prefills the shared prompt once and its decode steps read it once, each loss pass computes
+    it once too (helpers/compute/loss_forward.py), training runs and logs a loss, and the model is left plain."""
     import random
 
     from datasets import Dataset
     from transformers import AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
+    from helpers.compute.fast_grpo import FastGRPOTrainer
     from helpers.models import load_policy
     from helpers.models.offline import resolve_model
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
@@ -326,16 +327,18 @@ def test_load_policy_models_generate_shared_in_a_real_grpo_run(tmp_path, rg_serv
                         activation_checkpointing=False)   # as the notebooks' CPU profiles (TRL's default is on)
     rows = [[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ""}]] * 8
     model = load_policy("tiny-toolcall")
-    assert model.generate.shares_prompt_prefix
-    trainer = GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(resolve_model("tiny-toolcall")),
-                          reward_funcs=lambda environments, **kw: [e.reward for e in environments],
-                          train_dataset=Dataset.from_dict({"prompt": rows}), args=config, environment_factory=Env)
+    assert not getattr(model.generate, "shares_prompt_prefix", False)   # a plain model: the trainer brings the paths
+    trainer = FastGRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(resolve_model("tiny-toolcall")),
+                              reward_funcs=lambda environments, **kw: [e.reward for e in environments],
+                              train_dataset=Dataset.from_dict({"prompt": rows}), args=config, environment_factory=Env)
+    trainer.skipped = None   # every loss pass runs: the tiny model's rollouts often all score 0 (nothing to learn)
     trainer.train()
     assert trainer.state.global_step == 2
     assert any("loss" in h for h in trainer.state.log_history)
     assert prefilled.count(4) >= 2   # each step's 4 rollouts: the shared prompt prefilled once for all four
     assert one_read                  # and read once a decode step (the trainer generates in train mode, no grad)
     assert len(loss_passes) >= 2     # each step's loss pass over the 4 rollouts: the prompt computed once
+    assert "generate" not in model.__dict__ and "forward" not in model.model.__dict__   # nothing left on the model
 
 
 @pytest.mark.slow

@@ -2,8 +2,8 @@
 only the completions on a CPU, give the plain pass's log-probabilities and gradients.
 
 Real model (the tiny tool-calling Qwen3), real chat template and tool schema, real reasoning_gym questions, TRL's
-own fused LM head (the one GRPOTrainer and SFTTrainer patch in). A real GRPOTrainer whose loss passes go
-through it: tests/test_generation.py.
+own fused LM head (the one GRPOTrainer and SFTTrainer patch in). FastGRPOTrainer, whose loss passes go through it,
+against TRL's own: tests/test_fast_grpo.py.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import torch
 
 from trl.kernels.chunked_logprob import _use_triton as triton_only
 
-from helpers.compute import loss_forward
-from helpers.compute.loss_forward import forward_shared, share_forward_prefix, unshare_forward_prefix
+from helpers.compute.loss_forward import completions_only_scored, forward_prefix_shared, forward_shared
 
 
 def _scoring_batch(tokenizer, vocab):
@@ -56,8 +55,8 @@ def test_shared_prefix_and_compact_scoring_give_the_plain_passs_logprobs_and_gra
     backbone_forward = type(model.model).forward
     monkeypatch.setattr(type(model.model), "forward",
                         lambda self, *a, **k: shapes.append(tuple(k["input_ids"].shape)) or backbone_forward(self, *a, **k))
-    share_forward_prefix(model)
-    shared = _score(model, ids, mask, labels)
+    with forward_prefix_shared(model):
+        shared = _score(model, ids, mask, labels)
 
     scored = labels[:, 1:] != -100
     assert torch.allclose(plain[0][scored], shared[0][scored], atol=1e-4)
@@ -69,14 +68,15 @@ def test_shared_prefix_and_compact_scoring_give_the_plain_passs_logprobs_and_gra
     assert prefix[0] == 1 and prefix[1] > 200       # the system prompt and tool schema, once
     assert rows[0] == ids.shape[0] and rows[1] < ids.shape[1] - prefix[1] + 1
 
-    unshare_forward_prefix(model)
-    assert not getattr(model.model.forward, "shares_forward_prefix", False)
+    assert not getattr(model.model.forward, "shares_forward_prefix", False)   # on leaving: the backbone's own again
+    assert trl_utils._use_triton is triton_only
 
 
 @pytest.mark.slow
 def test_on_a_cpu_trl_scores_every_position_unless_told_to_score_only_the_completions(monkeypatch):
     """Upstream fact (TRL 1.16): off Triton, the fused LM head projects every position onto the vocabulary, the
-    prompt's included; `score_completions_only` leaves only the labelled ones, with the same numbers."""
+    prompt's included; inside `completions_only_scored` only the labelled ones, with the same numbers; on leaving,
+    TRL's own decision again."""
     import trl.trainer.utils as trl_utils
     from trl.kernels import ChunkedLogProbFunction
 
@@ -88,9 +88,9 @@ def test_on_a_cpu_trl_scores_every_position_unless_told_to_score_only_the_comple
                         lambda hidden, *a: rows.append(hidden.shape[0]) or apply(hidden, *a))
     monkeypatch.setattr(trl_utils, "_use_triton", triton_only)   # TRL as shipped (a load_policy earlier swapped it)
     before = _score(model, ids, mask, labels)
-    loss_forward.score_completions_only()
-    loss_forward.score_completions_only()                  # idempotent
-    after = _score(model, ids, mask, labels)
+    with completions_only_scored(), completions_only_scored():   # entered twice: the same
+        after = _score(model, ids, mask, labels)
+    assert trl_utils._use_triton is triton_only
 
     assert rows == [ids.shape[0] * (ids.shape[1] - 1), int((labels[:, 1:] != -100).sum())]
     assert torch.allclose(before[0], after[0], atol=1e-5) and torch.allclose(before[1], after[1], atol=1e-5)
@@ -131,11 +131,13 @@ def test_calls_it_is_not_exact_for_run_the_plain_forward():
 
 
 def _grpo_trainer(tmp_path, name, reward, *, callbacks=(), **config):
-    """A real GRPOTrainer of the tiny model from load_policy: two groups of two rollouts a step, two micro-batches
+    """A real FastGRPOTrainer of the tiny model from load_policy: two groups of two rollouts a step, two micro-batches
     of two, three steps; `config` overrides GRPOConfig's arguments."""
     from datasets import Dataset
     from transformers import AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
+
+    from helpers.compute.fast_grpo import FastGRPOTrainer
 
     from helpers.models import load_policy
     from helpers.models.offline import resolve_model
@@ -148,10 +150,10 @@ def _grpo_trainer(tmp_path, name, reward, *, callbacks=(), **config):
                 activation_checkpointing=False)
     questions = [f"What is {a} + {b}?" for a, b in zip(range(10, 22), range(30, 42))]
     rows = [[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": q}] for q in questions]
-    return GRPOTrainer(model=load_policy("tiny-toolcall"),
-                       processing_class=AutoTokenizer.from_pretrained(resolve_model("tiny-toolcall")),
-                       reward_funcs=reward, train_dataset=Dataset.from_dict({"prompt": rows}),
-                       args=GRPOConfig(**{**args, **config}), callbacks=list(callbacks))
+    return FastGRPOTrainer(model=load_policy("tiny-toolcall"),
+                           processing_class=AutoTokenizer.from_pretrained(resolve_model("tiny-toolcall")),
+                           reward_funcs=reward, train_dataset=Dataset.from_dict({"prompt": rows}),
+                           args=GRPOConfig(**{**args, **config}), callbacks=list(callbacks))
 
 
 def _grpo_run(tmp_path, name, *, skip: bool, rewards):
@@ -172,17 +174,16 @@ def _grpo_run(tmp_path, name, *, skip: bool, rewards):
             snapshots.append({n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad})
 
     trainer = _grpo_trainer(tmp_path, name, reward, callbacks=[Snapshot()])
-    counts = loss_forward.skip_zero_advantage_batches(trainer) if skip else None
-    if skip:
-        assert loss_forward.skip_zero_advantage_batches(trainer) is counts   # installed once
+    if not skip:
+        trainer.skipped = None   # FastGRPOTrainer with every loss pass run, as TRL runs them
     trainer.train()
-    return trainer, snapshots, counts
+    return trainer, snapshots, trainer.skipped
 
 
 @pytest.mark.slow
 def test_skipping_zero_advantage_passes_trains_bit_for_bit_the_same(tmp_path):
-    """A real GRPOTrainer whose second step's groups all score their rollouts alike (advantage 0 everywhere): with
-    `skip_zero_advantage_batches` that step's two loss passes are skipped, and every trained weight after every
+    """A real FastGRPOTrainer whose second step's groups all score their rollouts alike (advantage 0 everywhere): with
+    its skipping on, that step's two loss passes are skipped, and every trained weight after every
     step is bit-for-bit what TRL's own passes give. The second step still moves the weights (AdamW's momentum on a
     zero gradient), so a skipped pass must leave zero gradients, not none."""
     def rewards(call, n):   # steps 1 and 3: each group of two has one rollout right; step 2: all right
@@ -210,9 +211,7 @@ def test_skipping_zero_advantage_passes_trains_bit_for_bit_the_same(tmp_path):
 @pytest.mark.slow
 def test_skipping_is_refused_where_zero_advantages_still_have_a_gradient(tmp_path, capsys):
     """With a KL term (beta > 0) every rollout is pulled towards the reference model, advantage or not: nothing
-    is installed, TRL's own loss stays, and the reason is printed."""
+    is skipped (FastGRPOTrainer counts nothing), and the reason is printed."""
     trainer = _grpo_trainer(tmp_path, "kl", lambda completions, **kw: [1.0] * len(completions), beta=0.04)
-    plain = trainer.compute_loss
-    assert loss_forward.skip_zero_advantage_batches(trainer) is None
-    assert trainer.compute_loss == plain
+    assert trainer.skipped is None
     assert "beta=0.04" in capsys.readouterr().out

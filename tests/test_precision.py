@@ -171,27 +171,34 @@ def _sample(model, ids, seed):
 
 @pytest.mark.parametrize("fused", [False, True])
 def test_reused_weight_casts_give_autocasts_tokens_and_follow_each_optimizer_step(fused):
-    """The bf16 copies are the casts autocast makes: the same logits and sampled tokens, with layers frozen as
-    notebook 01 freezes them, before and after an optimizer step moves the trained weights. The fused AdamW
-    (transformers' default `optim`, notebook 02's) updates in place without bumping the weights' versions: its
-    step must still make the copies go (notebook 02 once evaluated its base model as the trained one)."""
-    from helpers.compute.precision import drop_weight_casts, reuse_weight_casts
+    """Inside `weight_casts_reused` the products read bf16 copies, and they are the casts autocast makes: the same
+    logits and sampled tokens, with layers frozen as notebook 01 freezes them, before and after an optimizer step
+    moves the trained weights. Copies live only inside: the fused AdamW (transformers' default `optim`, notebook
+    02's) updates in place without bumping the weights' versions, so copies kept across steps would go stale
+    (notebook 02 once evaluated its base model as the trained one). On leaving, no hook and no copy stay."""
+    from helpers.compute.precision import weight_casts_reused
 
     model = load_policy("tiny", device="cpu")
-    assert model._weight_cast_hooks   # load_policy installs it on CPU
     model.model.layers[0].requires_grad_(False)
     model = _accelerated(model).eval()
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]] * 3)
+    seen = []   # the dtype of one trained layer's weight during its product
+    layer = model.model.layers[1].mlp.up_proj
+    layer.register_forward_hook(lambda module, args, output: seen.append(module.weight.dtype))
+    hooks = sum(len(m._forward_pre_hooks) for m in model.modules())
 
     def both():
-        reuse_weight_casts(model)
-        with torch.no_grad():
-            reused = model(input_ids=ids).logits
-        tokens = _sample(model, ids, seed=1)
-        assert len(model._weight_cast_copies) == sum(isinstance(m, torch.nn.Linear) for m in model.modules())
-        drop_weight_casts(model)
+        with weight_casts_reused(model), weight_casts_reused(model):   # entered twice: one set of hooks
+            assert sum(len(m._forward_pre_hooks) for m in model.modules()) == hooks + sum(
+                type(m) is torch.nn.Linear for m in model.modules())
+            with torch.no_grad():
+                reused = model(input_ids=ids).logits
+            tokens = _sample(model, ids, seed=1)
+        assert seen[-1] == torch.bfloat16
+        assert sum(len(m._forward_pre_hooks) for m in model.modules()) == hooks   # the hooks went
         with torch.no_grad():
             plain = model(input_ids=ids).logits
+        assert seen[-1] == torch.float32
         assert torch.equal(reused, plain) and torch.equal(tokens, _sample(model, ids, seed=1))
         assert all(p.dtype == torch.float32 for p in model.parameters())   # lent copies were given back
         return plain
@@ -200,29 +207,27 @@ def test_reused_weight_casts_give_autocasts_tokens_and_follow_each_optimizer_ste
     trained = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=1e-2, fused=fused)
     versions = [p._version for p in trained]
-    reuse_weight_casts(model)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        model(input_ids=ids)   # an evaluation before training: the copies are made
-    assert model._weight_cast_copies
     model.train()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with weight_casts_reused(model), torch.autocast("cpu", dtype=torch.bfloat16):
         loss = model(input_ids=ids, labels=ids).loss   # a pass with a graph: the fp32 weights, not the copies
+    assert seen[-1] == torch.float32
     loss.backward()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in trained)
     optimizer.step()
-    assert fused == (versions == [p._version for p in trained])   # what the copies cannot go by
+    assert fused == (versions == [p._version for p in trained])   # what copies kept across steps could not go by
     model.eval()
     after = both()
     assert not torch.equal(before, after)   # the step moved the weights, and the copies followed
 
 
 def test_a_failing_product_gives_the_fp32_weight_back():
-    from helpers.compute.precision import reuse_weight_casts
+    from helpers.compute.precision import weight_casts_reused
 
-    layer = reuse_weight_casts(torch.nn.Sequential(torch.nn.Linear(4, 3, bias=False)))[0]
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError):
+    layer = torch.nn.Sequential(torch.nn.Linear(4, 3, bias=False))
+    with weight_casts_reused(layer), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), \
+            pytest.raises(RuntimeError):
         layer(torch.ones(2, 5))
-    assert layer.weight.dtype == torch.float32 and layer.weight.requires_grad
+    assert layer[0].weight.dtype == torch.float32 and layer[0].weight.requires_grad
 
 
 def test_a_cpu_without_native_bf16_gets_fp32_without_timing_bf16(monkeypatch):

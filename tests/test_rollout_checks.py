@@ -218,21 +218,21 @@ class _ScoresInWords:
 
 @pytest.mark.slow
 def test_an_environment_whose_get_reward_is_not_a_number_stops_at_the_first_step_named(tmp_path):
-    """Notebook 01's route: TRL turns an environment class's get_reward() into a reward function; instrument()
-    (helpers.chain_sum.grpo, which the notebook calls on its trainer) checks it like any other."""
+    """Notebook 01's route: TRL turns an environment class's get_reward() into a reward function; the class the
+    notebook hands it is `checked_environment(...)`'s, whose get_reward() is checked at each call."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.chain_sum.grpo import instrument
+    from helpers.rollouts.checks import checked_environment
     from helpers.models.offline import resolve_model
 
     args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, num_generations=2,
                       max_completion_length=8, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
                       logging_steps=1, seed=0, max_tool_calling_iterations=1)
-    trainer = GRPOTrainer(model=resolve_model("tiny-toolcall"), environment_factory=_ScoresInWords,
+    trainer = GRPOTrainer(model=resolve_model("tiny-toolcall"), environment_factory=checked_environment(_ScoresInWords),
                           train_dataset=Dataset.from_dict({"prompt": [[{"role": "user", "content": "Go."}]] * 2}),
                           args=args)
-    instrument(trainer)
+    assert trainer.reward_func_names == ["_ScoresInWords"]   # logged under the class's own name
     with pytest.raises(RolloutContractError, match=r"'_ScoresInWords.get_reward' returned 'high' \(str\) for "
                                                     r"completion 0: TRL expects one float"):
         trainer.train()

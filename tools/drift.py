@@ -8,7 +8,10 @@ installed packages:
 - every call to one of their classes or functions (GRPOConfig, SFTConfig, GRPOTrainer, SFTTrainer,
   OpenRewardSpec, ...): each keyword argument is a dataclass field (configs) or a parameter of the
   signature (`__init__` for classes), unless the callee takes `**kwargs`;
-- every attribute chain through those modules (`trl.experimental.openenv.x`) resolves.
+- every attribute chain through those modules (`trl.experimental.openenv.x`) resolves;
+- every private name of TRL's that helpers rely on (`PRIVATE_NAMES`: the methods FastGRPOTrainer overrides, the
+  LM head's switch, the trainer's rollout log) still exists, a method with the parameters it is called with
+  (docs/upstream-compatibility.md#private-names-of-trl).
 
     python -m tools.drift            # the whole repo: notebooks, helpers/, tools/, envs/
     python -m tools.drift FILE...    # .ipynb or .py files
@@ -296,9 +299,37 @@ def check_file(path: str | Path) -> list[str]:
     return check_code(path.read_text(), lambda line: f"{label}:{line}")
 
 
-def drift_problems(paths=None) -> list[str]:
-    """Every drift problem in `paths` (default: the whole repo, see `default_paths`)."""
+# TRL's private names helpers rely on -> the parameters a method must still take (None: not a method; a string:
+# text its source must hold). The list a TRL upgrade checks first; docs/upstream-compatibility.md says why each.
+PRIVATE_NAMES = {
+    "trl.GRPOTrainer._generate_single_turn": ("prompt_ids", "images", "multimodal_fields", "num_generations"),
+    "trl.GRPOTrainer._get_per_token_logps_and_entropies": ("model", "input_ids", "attention_mask", "logits_to_keep"),
+    "trl.GRPOTrainer.compute_loss": ("model", "inputs", "return_outputs", "num_items_in_batch"),
+    "trl.trainer.utils._use_triton": None,
+    "trl.GRPOTrainer.__init__": "self._logs",
+}
+
+
+def private_name_problems(names=None) -> list[str]:
+    """The names of `PRIVATE_NAMES` (or `names`) that are gone, or no longer take the parameters listed."""
     problems = []
+    for dotted, expected in (names if names is not None else PRIVATE_NAMES).items():
+        obj = _resolve(dotted)
+        if obj is _MISSING or obj is None:
+            problems.append(f"{dotted}: gone in {_version(dotted.split('.')[0])} (a private name helpers rely on)")
+        elif isinstance(expected, str):
+            if expected not in inspect.getsource(obj):
+                problems.append(f"{dotted} no longer sets {expected} ({_version(dotted.split('.')[0])})")
+        elif expected:
+            missing = [p for p in expected if p not in inspect.signature(obj).parameters]
+            if missing:
+                problems.append(f"{dotted} no longer takes {', '.join(missing)} ({_version(dotted.split('.')[0])})")
+    return problems
+
+
+def drift_problems(paths=None) -> list[str]:
+    """Every drift problem in `paths` (default: the whole repo, see `default_paths`, and TRL's private names)."""
+    problems = [] if paths is not None else private_name_problems()
     for path in map(Path, paths if paths is not None else default_paths()):
         problems += check_notebook(path) if path.suffix == ".ipynb" else check_file(path)
     return problems

@@ -4,12 +4,12 @@
 
 Random-weight models (build_model.py) never stop early, so every row makes `NEW` tokens (min_new_tokens) and the
 time per token step is the recipe's own. Paths, on notebook 01's real prompt (system prompt, `answer` tool, a
-chain_sum question; the shared prefix computed once, helpers.compute.generation.generate_shared, as load_policy's models do):
+chain_sum question; the shared prefix computed once, helpers.compute.generation.generate_shared, as FastGRPOTrainer does):
 
     full fine-tuning recipe (40 GB cards: fp32 master weights, bf16 autocast)
       rollouts_autocast        4 rows (the gpu profile's generation batch), each forward call its own autocast region,
                                as accelerate wraps the trainer's model: every decode step casts every weight again
-      rollouts_reused          the same with helpers.compute.precision.reuse_weight_casts allowed on the card
+      rollouts_reused          the same with helpers.compute.precision.weight_casts_reused allowed on the card
       eval_autocast            64 rows (generate_replies' batch), greedy, one autocast region around the whole batch
       rollouts_bf16            4 rows, the weights themselves in bf16, no autocast: what no casting at all costs
       rollouts_bf16_compiled   the same, letting transformers compile the static-cache decode step (CUDA graphs):
@@ -36,7 +36,7 @@ from benchmarks.rollouts import held_out_questions, prompt_ids
 from helpers.compute.generation import generate_shared, left_pad
 from helpers.compute import generation
 from helpers.compute import precision
-from helpers.compute.precision import drop_weight_casts, reuse_weight_casts
+from helpers.compute.precision import weight_casts_reused
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: a smoke test of this script with tiny models
 NEW = int(os.environ.get("NEW", 128))
@@ -129,9 +129,9 @@ def main() -> None:
     results["parameters_1_7b"] = n
     timed("rollouts_autocast", per_call(model, torch.bfloat16), tokenizer, 4, weight_bytes=8 * n)
     precision.CAST_DEVICES.add(DEV)
-    reuse_weight_casts(model)
-    timed("rollouts_reused", model, tokenizer, 4, weight_bytes=2 * n)
-    drop_weight_casts(model)
+    with weight_casts_reused(model):
+        timed("rollouts_reused", model, tokenizer, 4, weight_bytes=2 * n)
+    precision.CAST_DEVICES.discard(DEV)   # the card's other paths as shipped: no copies there
     del model.forward
     timed("eval_autocast", model, tokenizer, 64, greedy=True,
           region=lambda: torch.autocast(DEV, dtype=torch.bfloat16), weight_bytes=2 * n)

@@ -1,5 +1,5 @@
 """GRPO-specific helpers for notebook 01: one group's advantages, env-server sizing, the reward delta
-and its diagnosis, the config as resolved, and the bookkeeping around training.
+and its diagnosis, the config as resolved.
 
     group = group_advantages([1.0, 0.0, 0.0, 1.0])       # what GRPO does with one group's rewards
     sessions = env_sessions_needed(grpo_config)           # MAX_CONCURRENT_ENVS for the env server
@@ -7,7 +7,6 @@ and its diagnosis, the config as resolved, and the bookkeeping around training.
     reward_funcs = [working_reward(0.5)]                  # a second reward: the share of true sums in the working
     print(diagnose(delta, change=paired_change(before, after), tool_call_frequency=...).message)   # the pair decides
     print(config_table(grpo_config))                      # the config's lesson fields, as resolved
-    run = instrument(trainer, watch)                      # the bookkeeping around trainer.train()
 
 The reward delta follows the original TRL/OpenEnv tutorial ("End-to-end OpenEnv walkthrough"), which reads the
 same two numbers from the training logs; the diagnosis reads it only where no held-out evaluation ran.
@@ -16,9 +15,7 @@ same two numbers from the training logs; the diagnosis reads it only where no he
 from __future__ import annotations
 
 import math
-import os
 import re
-import time
 from dataclasses import dataclass
 
 # Datasets the walkthrough names as drop-in swaps for chain_sum (any reasoning_gym name works).
@@ -212,45 +209,6 @@ def config_table(config, fields=LESSON_FIELDS) -> str:
     batch, group = config.generation_batch_size, config.num_generations
     return "\n".join(["GRPOConfig, as resolved:", *rows,
                       f"generation batch: {batch} rollouts = {batch // group} prompt rows x {group} generations"])
-
-
-@dataclass
-class TrainingRun:
-    """What `instrument` records around `trainer.train()`: its wall seconds and the load average at both ends
-    (None until training ends), and the loss passes skipped (helpers.compute.loss_forward's counts, or None)."""
-
-    skipped: object = None
-    seconds: float | None = None
-    load_before: float | None = None
-    load_after: float | None = None
-
-
-def instrument(trainer, watch=None) -> TrainingRun:
-    """The bookkeeping notebook 01 adds to its GRPOTrainer, none of it the lesson. Every reward is checked at each
-    call (helpers.rollouts.checks: one float or None per rollout, else an error naming get_reward and the row). `watch` (helpers.reporting.alarms.RunWatch,
-    already one of the trainer's callbacks) reads the trainer's rollouts; a micro-batch whose advantages are all 0
-    skips its loss pass (helpers.compute.loss_forward: no gradient to give, the same training bit for bit); and
-    `trainer.train()` is timed, with the load average read before and after it. Returns the record it fills."""
-    from helpers.compute.loss_forward import skip_zero_advantage_batches
-    from helpers.rollouts.checks import check_trainer_rewards
-
-    check_trainer_rewards(trainer)   # an edited get_reward() that returns a wrong value stops at the first step, named
-    if watch is not None:
-        watch.attach(trainer)
-    run = TrainingRun(skipped=skip_zero_advantage_batches(trainer))
-    train = trainer.train
-
-    def timed_train(*args, **kwargs):
-        run.load_before = os.getloadavg()[0]
-        started = time.perf_counter()
-        try:
-            return train(*args, **kwargs)
-        finally:
-            run.seconds = time.perf_counter() - started
-            run.load_after = os.getloadavg()[0]
-
-    trainer.train = timed_train
-    return run
 
 
 def check_dataset_name(name: str) -> None:

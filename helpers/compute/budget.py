@@ -183,3 +183,27 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
                     "stopped_too_few_steps": self.too_few_steps}
 
     return TrainingBudget()
+
+
+def train_timer():
+    """A TrainerCallback that times `trainer.train()`: `seconds` (wall), and the load average when training began and
+    ended (`load_before`, `load_after`), None until training ends. Why the load: a step's seconds mean little when
+    something else shared the cores, so the run record says what else was running."""
+    import os
+
+    from transformers import TrainerCallback
+
+    class TrainTimer(TrainerCallback):
+        def __init__(self):
+            self.seconds = self.load_before = self.load_after = None
+            self._started = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.load_before = os.getloadavg()[0]
+            self._started = time.perf_counter()
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self.seconds = time.perf_counter() - self._started
+            self.load_after = os.getloadavg()[0]
+
+    return TrainTimer()

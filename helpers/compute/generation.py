@@ -6,8 +6,9 @@ left-padded batch computes those tokens' keys and values once per row. `generate
 copies them into a preallocated (static) KV cache for every row, and lets `model.generate` go on from there:
 
     out = generate_shared(model, input_ids, attention_mask, do_sample=True, temperature=0.9, max_new_tokens=100)
-    share_prompt_prefix(model)      # model.generate does it for every caller; load_policy's models come with it,
-                                    # so GRPOTrainer's rollouts in notebooks 00, 01, 03 and 04 get it
+
+The evaluations call it directly; GRPOTrainer's rollouts get it through `helpers.compute.fast_grpo.FastGRPOTrainer`
+(`prompt_prefix_shared`), and a notebook's own `rollout_func` through `helpers.rollouts`.
 
 While it generates, each decode step reads that prefix's keys and values once for all rows rather than once per
 row (`prefix_read_once`: on a CPU, in fp32 or bf16). An evaluation's greedy batches also drop each row that has
@@ -29,6 +30,8 @@ import contextlib
 import contextvars
 import functools
 import weakref
+
+from helpers.compute.precision import weight_casts_reused
 
 MIN_SHARED = 16       # below this the one extra forward pass costs more than it saves
 # What a caller may hand a model its own KV cache by: transformers 5.24 renamed `past_key_values` to `cache`
@@ -344,11 +347,19 @@ def generate_shared(model, input_ids, attention_mask=None, *, generate=None, **k
     """`model.generate(input_ids, attention_mask, **kwargs)` on a left-padded batch, with the prompt tokens all
     rows share computed once. Returns what `generate` returns: the caller's `input_ids` followed by the new tokens
     (or a generate output whose `sequences` are that). `generate`: the plain generate to call (default
-    `model.generate`; `share_prompt_prefix` passes the one it replaced). A LoRA model on a card generates with its
-    adapters merged (`adapters_merged`); an fp32 model on a CPU with each weight streamed once a step
-    (`weights_streamed_once`)."""
-    with adapters_merged(model), weights_streamed_once(model):
+    `model.generate`; `prompt_prefix_shared` passes the one it replaced). Every product takes the faster ways
+    `fast_products` enters."""
+    with fast_products(model):
         return _generate_shared(model, input_ids, attention_mask, generate=generate, **kwargs)
+
+
+@contextlib.contextmanager
+def fast_products(model):
+    """The ways a no-gradient pass multiplies faster, same numbers: a LoRA model on a card with its adapters merged
+    (`adapters_merged`), an fp32 model on a CPU with each weight streamed once a step (`weights_streamed_once`),
+    and under bf16 autocast on a CPU each weight cast once (`helpers.compute.precision.weight_casts_reused`)."""
+    with adapters_merged(model), weights_streamed_once(model), weight_casts_reused(model):
+        yield model
 
 
 def _shared_layout(model, input_ids, attention_mask, kwargs: dict):
@@ -523,7 +534,7 @@ def generate_in_batches(model, prompts: list[list[int]], *, batch_size: int, pad
         ids, mask = left_pad([prompts[i] for i in batch], pad_token_id, model.device)
         out = None
         if eos is not None and drop_finished:
-            with adapters_merged(model), weights_streamed_once(model):
+            with fast_products(model):
                 out = greedy_dropping_finished(model, ids, mask, max_new_tokens=kwargs["max_new_tokens"],
                                                eos_token_id=eos, pad_token_id=pad_token_id)
         if out is None:
@@ -535,21 +546,24 @@ def generate_in_batches(model, prompts: list[list[int]], *, batch_size: int, pad
     return new_tokens
 
 
-def share_prompt_prefix(model):
-    """Make `model.generate` share its prompt prefix (`generate_shared`) for every caller, GRPOTrainer included:
-    TRL 1.16 without vLLM generates each rollout turn with `unwrapped_model.generate(input_ids, attention_mask,
-    generation_config)`. Returns the model; `unshare_prompt_prefix` undoes it."""
+@contextlib.contextmanager
+def prompt_prefix_shared(model):
+    """Inside, `model.generate` is `generate_shared` over the model's own generate, for a caller that cannot be
+    handed another function: TRL 1.16 without vLLM generates each rollout turn with
+    `unwrapped_model.generate(input_ids, attention_mask, generation_config)`. On leaving, the model's own again.
+    Entered by `helpers.compute.fast_grpo.FastGRPOTrainer` around its generation, nowhere else."""
     if getattr(model.generate, "shares_prompt_prefix", False):
-        return model
+        yield model
+        return
+    had = model.__dict__.get("generate")   # a generate set on the instance (transformers' custom_generate) stays
     plain = model.generate
     wrapped = functools.wraps(plain)(functools.partial(generate_shared, model, generate=plain))
     wrapped.shares_prompt_prefix = True
     model.generate = wrapped
-    return model
-
-
-def unshare_prompt_prefix(model):
-    """Back to the class's own `generate`."""
-    if getattr(model.generate, "shares_prompt_prefix", False):
-        del model.generate
-    return model
+    try:
+        yield model
+    finally:
+        if had is None:
+            del model.generate
+        else:
+            model.generate = had

@@ -7,19 +7,20 @@ tokens, bf16: 4.8 s -> 1.9 s forward + backward; docs/measurements.md#the-grpo-l
 - **The LM head over every position.** TRL 1.16's fused LM head projects onto the 49k-word vocabulary only the
   positions whose label counts (the completion's) where Triton runs it, but every position elsewhere, CPU
   included, to keep tile shapes fixed for compilers. On a CPU nothing compiles, and the ~350 prompt positions
-  of each row cost five times the completion's. `score_completions_only()` makes the CPU take the compact path.
+  of each row cost five times the completion's. `completions_only_scored()` makes the CPU take the compact path.
 - **The shared prompt prefix once per row.** Every row starts with the same system prompt and tool schema, and a
-  group's rollouts share their whole prompt. `share_forward_prefix(model)` makes the backbone compute the
+  group's rollouts share their whole prompt. `forward_prefix_shared(model)` makes the backbone compute the
   tokens all rows start with once (batch 1), then run each row's own tokens on top of the prefix's keys and
   values. Every row's gradient flows back into the one prefix pass through those keys and values, so the loss
   and its gradients are the plain pass's (tested, fp32).
 
-    share_forward_prefix(model)     # load_policy does both; GRPOTrainer's loss passes then get them
+    with forward_prefix_shared(model):   # both; helpers.compute.fast_grpo.FastGRPOTrainer scores inside it
+        ...
 
 And a third thing that costs a whole pass: **a micro-batch whose rollouts all have advantage 0** (every group
 in it scored its rollouts alike: `frac_reward_zero_std`) contributes nothing to the gradient, yet TRL scores it
-forward and backward. `skip_zero_advantage_batches(trainer)` skips those passes and gives the trained weights the
-zero gradients the pass would have given, so training is bit-for-bit the same (tested).
+forward and backward. FastGRPOTrainer skips those passes and gives the trained weights the zero gradients the pass
+would have given (`zero_gradient_loss`), so training is bit-for-bit the same (tested).
 
 `forward_shared` takes over only the calls it is exact for: TRL's scoring pass on a CPU (`use_cache=False`, a
 2-D attention mask in which each row's tokens are contiguous, no position ids, cache or embeddings of the
@@ -30,6 +31,7 @@ runs the plain forward. Padding positions come back as zeros: nothing reads them
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from helpers.compute.generation import CACHE_KWARGS, cache_kwarg, row_spans, shared_prefix_length
@@ -104,47 +106,51 @@ def _backbone(model):
     return getattr(inner, "base_model", inner)
 
 
-def score_completions_only() -> None:
-    """Make TRL's fused LM head score only the positions whose label counts on a CPU too, as it does on a GPU
-    (process-wide, idempotent). Same numbers per position; the prompt's positions are no longer projected.
+@contextlib.contextmanager
+def completions_only_scored():
+    """Inside, TRL's fused LM head scores only the positions whose label counts on a CPU too, as it does on a GPU.
+    Same numbers per position; the prompt's positions are no longer projected.
 
-    TRL 1.16 (`trl.trainer.utils`, `add_fused_lm_head`) decides with `compact = _use_triton(device)`, its one
-    use of that name there; the kernel itself keeps its own `_use_triton`, so the CPU still folds tiles in torch.
-    """
+    TRL 1.16 (`trl.trainer.utils`, `add_fused_lm_head`) decides at each forward with `compact = _use_triton(device)`,
+    its one use of that name there; the kernel itself keeps its own `_use_triton`, so the CPU still folds tiles in
+    torch. A private name of TRL's: listed in docs/upstream-compatibility.md and checked by `python -m tools.drift`."""
     import trl.trainer.utils as trl_utils
 
-    if getattr(trl_utils._use_triton, "compact_on_cpu", False):
-        return
     triton_only = trl_utils._use_triton
+    if getattr(triton_only, "compact_on_cpu", False):
+        yield
+        return
 
     def compact(device) -> bool:
         return device.type == "cpu" or triton_only(device)
 
     compact.compact_on_cpu = True
     trl_utils._use_triton = compact
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = triton_only
 
 
-def share_forward_prefix(model):
-    """Make the backbone's loss passes compute their rows' shared prompt prefix once (`forward_shared`), and the
-    LM head score only the completions (`score_completions_only`). Returns the model; `unshare_forward_prefix`
-    undoes the first."""
-    score_completions_only()
+@contextlib.contextmanager
+def forward_prefix_shared(model):
+    """Inside, the backbone's loss passes compute their rows' shared prompt prefix once (`forward_shared`), and the
+    LM head scores only the completions (`completions_only_scored`); on leaving, the backbone's own forward again
+    (a graph built inside keeps what it computed). Entered by `helpers.compute.fast_grpo.FastGRPOTrainer` around
+    its scoring passes, nowhere else."""
     backbone = _backbone(model)
-    if getattr(backbone.forward, "shares_forward_prefix", False):
-        return model
-    plain = backbone.forward
-    wrapped = functools.wraps(plain)(functools.partial(forward_shared, backbone, plain))
-    wrapped.shares_forward_prefix = True
-    backbone.forward = wrapped
-    return model
-
-
-def unshare_forward_prefix(model):
-    """Back to the backbone's own forward."""
-    backbone = _backbone(model)
-    if getattr(backbone.forward, "shares_forward_prefix", False):
-        del backbone.forward
-    return model
+    with completions_only_scored():
+        if getattr(backbone.forward, "shares_forward_prefix", False):
+            yield model
+            return
+        plain = backbone.forward
+        wrapped = functools.wraps(plain)(functools.partial(forward_shared, backbone, plain))
+        wrapped.shares_forward_prefix = True
+        backbone.forward = wrapped
+        try:
+            yield model
+        finally:
+            del backbone.forward
 
 
 # Loss types whose every term is a multiple of the advantage (TRL 1.16's `_compute_loss`): with all advantages 0
@@ -153,7 +159,7 @@ ADVANTAGE_WEIGHTED_LOSSES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo",
 
 
 class SkippedPasses:
-    """What `skip_zero_advantage_batches` did: loss passes (micro-batches) seen and skipped."""
+    """Loss passes (micro-batches) a FastGRPOTrainer saw and skipped because every advantage in them was 0."""
 
     def __init__(self):
         self.seen = 0
@@ -165,7 +171,7 @@ class SkippedPasses:
                 "advantage 0 (no gradient)")
 
 
-def _why_not_exact(trainer) -> str | None:
+def why_not_exact(trainer) -> str | None:
     """Why a micro-batch of zero advantages would still have a gradient in `trainer`'s loss; None when it has none."""
     if getattr(trainer, "beta", 0.0) != 0.0:
         return f"beta={trainer.beta}: the KL term pulls every rollout towards the reference model"
@@ -178,7 +184,7 @@ def _why_not_exact(trainer) -> str | None:
     return None
 
 
-def _zero_gradient_loss(model):
+def zero_gradient_loss(model):
     """A loss of 0 whose backward pass gives every trained weight a gradient of zeros: what scoring a micro-batch
     of zero advantages gives it. (Not None: AdamW skips a weight without a gradient, while a zero gradient still
     moves it by its momentum, as the plain pass would.)"""
@@ -188,36 +194,3 @@ def _zero_gradient_loss(model):
     if not trained:
         return torch.zeros((), requires_grad=True)
     return torch.stack([(p.reshape(-1)[:1] * 0).sum() for p in trained]).sum()
-
-
-def skip_zero_advantage_batches(trainer) -> SkippedPasses | None:
-    """Make `trainer` (a TRL GRPOTrainer) skip the forward and backward pass of every training micro-batch whose
-    rollouts all have advantage exactly 0, giving its trained weights zero gradients instead. Returns the counts
-    (print them after training), or None, having changed nothing, where such a micro-batch still has a gradient
-    (`_why_not_exact`: a KL term, an entropy bonus, an aux loss, an unknown loss type).
-
-    Why: a group whose rollouts all scored alike has advantage 0 on every rollout, and a micro-batch made only of
-    such rows (in practice: every group of the step was such a group, since TRL shuffles a step's rollouts across
-    its micro-batches) is a pass no gradient reads. TRL's logged `entropy` and clip ratios then leave such passes
-    out (a step whose passes were all skipped logs none). Installing twice returns the first counts."""
-    if hasattr(trainer.compute_loss, "skipped_passes"):
-        return trainer.compute_loss.skipped_passes
-    reason = _why_not_exact(trainer)
-    if reason is not None:
-        print(f"skip_zero_advantage_batches: not installed, {reason}")
-        return None
-    counts = SkippedPasses()
-    plain = trainer.compute_loss
-
-    def compute_loss(model, inputs, return_outputs=False, num_items_in_batch=None):
-        advantages = inputs.get("advantages") if isinstance(inputs, dict) else None
-        if model.training and not return_outputs and advantages is not None:
-            counts.seen += 1
-            if not bool(advantages.any()):
-                counts.skipped += 1
-                return _zero_gradient_loss(model)
-        return plain(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
-
-    compute_loss.skipped_passes = counts
-    trainer.compute_loss = compute_loss
-    return counts

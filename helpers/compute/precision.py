@@ -173,45 +173,31 @@ def autocast(precision: str | None, device_type: str = "cpu"):
     return torch.autocast(device_type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
-_CASTING_MODELS = weakref.WeakSet()   # models whose copies any optimizer step makes stale (reuse_weight_casts)
-_STEP_HOOK = None                      # the optimizer step hook that forgets them, registered once
+_CASTING_MODELS = weakref.WeakSet()   # models inside `weight_casts_reused` now (a nested entry adds nothing)
 
 
-def _forget_copies(optimizer, args, kwargs) -> None:
-    """After any optimizer's step, every model's 16-bit copies are stale: the fused AdamW (transformers' default
-    `optim`) updates weights in place without bumping their version counter, so the version alone misses it."""
-    for model in list(_CASTING_MODELS):
-        model._weight_cast_copies.clear()
-
-
-# Where reuse_weight_casts lends its copies. A card is left out: there the copies would take memory the plan does
+# Where weight_casts_reused lends its copies. A card is left out: there the copies would take memory the plan does
 # not count (benchmarks/device/generation.py adds "cuda" to time it: no faster on an H100, docs/gpu.md).
 CAST_DEVICES = {"cpu"}
 
 
-def reuse_weight_casts(model):
-    """Cast each fp32 linear weight to autocast's type once per change, not once per product, in no-gradient
-    passes under autocast on a device in `CAST_DEVICES` (the CPU's bf16: every rollout, evaluation and
-    preflight). Returns the model; `drop_weight_casts` undoes it.
+@contextlib.contextmanager
+def weight_casts_reused(model):
+    """Inside, each fp32 linear weight is cast to autocast's type once, not once per product, in no-gradient
+    passes under autocast on a device in `CAST_DEVICES` (the CPU's bf16). `generate_shared` enters it, so every
+    rollout, evaluation and preflight batch gets it; on leaving, the hooks and the copies go.
 
-    Autocast casts a linear layer's fp32 weight to bf16 at every product. It keeps a cast only for weights that
-    need gradients and only until the outermost autocast region ends, and accelerate enters one region per
-    `forward` call: inside GRPOTrainer every decode step casts every weight again, the frozen layers' included
-    (~42 of ~119 ms a 16-row SmolLM2 decode step, benchmarks/rollouts.py). Here each `nn.Linear` keeps its bf16 copy
-    until the weight changes (any optimizer step, or an in-place change that bumps the tensor's version) and
-    lends it to the product. The copy is what autocast would have made, so outputs are bit-identical
-    (tests/test_precision.py). Passes that build a graph (the loss) are untouched. CPU only by default
-    (`CAST_DEVICES`): on a card the copies would take memory the plan does not count."""
+    Why: autocast casts a linear layer's fp32 weight to bf16 at every product, and keeps a cast only for weights
+    that need gradients and only until the outermost autocast region ends; accelerate enters one region per
+    `forward` call, so every decode step casts every weight again, the frozen layers' included (~42 of ~119 ms a
+    16-row SmolLM2 decode step, benchmarks/rollouts.py). The copy is what autocast would have made, so outputs are
+    bit-identical (tests/test_precision.py). Passes that build a graph (the loss) are untouched."""
     import torch
     from torch import nn
 
-    if getattr(model, "_weight_cast_hooks", None):
-        return model
-    global _STEP_HOOK
-    if _STEP_HOOK is None:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-
-        _STEP_HOOK = register_optimizer_step_post_hook(_forget_copies)
+    if model in _CASTING_MODELS:
+        yield model
+        return
     copies: dict = {}   # module -> (the versions its copies were cast at, {name: 16-bit copy})
 
     def lend(module, args):
@@ -240,17 +226,11 @@ def reuse_weight_casts(model):
         if type(module) is nn.Linear:
             hooks.append(module.register_forward_pre_hook(lend))
             hooks.append(module.register_forward_hook(give_back, always_call=True))
-    model._weight_cast_hooks = hooks
-    model._weight_cast_copies = copies
     _CASTING_MODELS.add(model)
-    return model
-
-
-def drop_weight_casts(model):
-    """Undo `reuse_weight_casts`: the hooks and the bf16 copies go."""
-    for hook in getattr(model, "_weight_cast_hooks", None) or []:
-        hook.remove()
-    model._weight_cast_hooks = None
-    model._weight_cast_copies = None
-    _CASTING_MODELS.discard(model)
-    return model
+    try:
+        yield model
+    finally:
+        for hook in hooks:
+            hook.remove()
+        copies.clear()
+        _CASTING_MODELS.discard(model)

@@ -72,18 +72,11 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
     is kept in the card's 16-bit type, the adapters in fp32. `lora="qlora"` loads the base in 4 bits (CUDA and
     bitsandbytes only). A folder that holds a saved adapter (adapter_config.json) loads as base + adapter.
 
-    The model's `generate` computes the prompt prefix its rows share once (`helpers.compute.generation.share_prompt_prefix`):
-    GRPOTrainer's rollouts and every evaluation get it without asking. On a CPU its loss passes do too, and score
-    only the completions (`helpers.compute.loss_forward.share_forward_prefix`), and under bf16 autocast its no-gradient
-    passes cast each weight to bf16 once per optimizer step, not at every decode step
-    (`helpers.compute.precision.reuse_weight_casts`).
+    A plain transformers (or peft) model: the speed paths are the trainer's (`helpers.compute.fast_grpo`) and the
+    evaluations' (`helpers.compute.generation.generate_shared`), not the model's.
     """
     import torch
     from transformers import AutoModelForCausalLM
-
-    from helpers.compute.generation import share_prompt_prefix
-    from helpers.compute.loss_forward import share_forward_prefix
-    from helpers.compute.precision import reuse_weight_casts
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     path = resolve_model(name)
@@ -125,12 +118,7 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         model = get_peft_model(model, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
-    # every rollout and every evaluation question starts with the same system prompt and tool schema: its keys
-    # and values are computed once per batch, not once per row (helpers/compute/generation.py; same tokens, faster)
-    model = model if lora == "qlora" else model.to(device)
-    if model.device.type == "cpu":   # under bf16 autocast, each weight cast once per change (helpers/compute/precision.py)
-        reuse_weight_casts(model)
-    return share_forward_prefix(share_prompt_prefix(model))
+    return model if lora == "qlora" else model.to(device)
 
 
 def align_with_tokenizer(model, path: str) -> None:

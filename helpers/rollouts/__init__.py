@@ -22,6 +22,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from helpers.compute.generation import generate_shared
+
 
 @dataclass
 class TemplateView:
@@ -142,7 +144,8 @@ def _generate_vllm(trainer, prompt_ids, max_new_tokens):
 
 
 def _generate_transformers(trainer, prompt_ids, max_new_tokens):
-    """`model.generate` on the trainer's model; logprobs from the processed (sampling) scores."""
+    """`model.generate` on the trainer's model (`generate_shared` for a FastGRPOTrainer); logprobs from the processed
+    (sampling) scores."""
     import torch
     from trl.models.utils import unwrap_model_for_generation
 
@@ -158,7 +161,10 @@ def _generate_transformers(trainer, prompt_ids, max_new_tokens):
     config.return_dict_in_generate, config.output_scores = True, True  # scores -> sampled-token logprobs
     with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                      generation_kwargs=trainer.generation_kwargs) as model, torch.no_grad():
-        out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
+        if getattr(trainer, "shares_prompt_prefix", False):   # FastGRPOTrainer: the shared prompt prefix once
+            out = generate_shared(model, input_ids, attention_mask, generation_config=config)
+        else:
+            out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
     new_tokens = out.sequences[:, width:]
     scores = torch.stack(out.scores, dim=1).float()  # (batch, new tokens, vocab), after temperature/top-k
     token_logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)

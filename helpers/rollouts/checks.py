@@ -233,10 +233,26 @@ def checked_rewards(reward_funcs):
     return _checked_reward(reward_funcs)
 
 
-def check_trainer_rewards(trainer) -> None:
-    """Every reward source of a built GRPOTrainer, checked at each call: the `reward_funcs` it was given and the one
-    TRL makes from an `environment_factory` class's `get_reward()` (an error names it `<Class>.get_reward`)."""
-    names = list(getattr(trainer, "reward_func_names", [])) + [None] * len(trainer.reward_funcs)
-    trainer.reward_funcs = [
-        _checked_reward(func, f"{name}.get_reward" if getattr(func, "__name__", "") == "get_reward" else None)
-        for func, name in zip(trainer.reward_funcs, names)]
+def checked_environment(environment_class):
+    """`environment_class` (an `environment_factory` class) with its `get_reward()` checked at each call: one finite
+    float, or None for a rollout it cannot score, else a RolloutContractError naming `<Class>.get_reward`. A subclass
+    of the same name, so TRL logs its reward under the same `rewards/<Class>/mean`; its tools are the class's own."""
+    get_reward = getattr(environment_class, "get_reward", None)
+    if get_reward is None:
+        return environment_class
+    name = f"{environment_class.__name__}.get_reward"
+
+    if _is_async(get_reward):
+        async def checked_get_reward(self):
+            reward = await get_reward(self)
+            check_rewards([reward], 1, name)
+            return reward
+    else:
+        def checked_get_reward(self):
+            reward = get_reward(self)
+            check_rewards([reward], 1, name)
+            return reward
+    checked_get_reward.__doc__ = get_reward.__doc__
+    return type(environment_class.__name__, (environment_class,),
+                {"get_reward": checked_get_reward, "__module__": environment_class.__module__,
+                 "__qualname__": environment_class.__qualname__, "__doc__": environment_class.__doc__})

@@ -1,0 +1,65 @@
+"""FastGRPOTrainer: TRL's GRPOTrainer with this project's CPU speed paths, giving the same tokens and the same loss.
+
+    trainer_class = GRPOTrainer if PLAIN_TRL else FastGRPOTrainer   # the switch: plain TRL, slower on a CPU
+    trainer = trainer_class(model=model, args=config, ...)           # GRPOTrainer's arguments, unchanged
+
+A subclass, so the trainer a notebook builds is the one that runs: nothing is replaced on the model or on the
+trainer from outside. It overrides three methods of TRL 1.16's GRPOTrainer:
+
+- `compute_loss` (the override point Transformers' Trainer documents): a micro-batch whose every advantage is 0
+  skips its forward and backward pass, and the trained weights get the zero gradients that pass would have given
+  (`helpers.compute.loss_forward.zero_gradient_loss`); `trainer.skipped` counts them. Only where such a pass
+  really has no gradient (`why_not_exact`: no KL term, entropy bonus or aux loss).
+- `_get_per_token_logps_and_entropies` (private): each scoring pass computes the prompt prefix its rows share once
+  and projects only the completions onto the vocabulary (`forward_prefix_shared`).
+- `_generate_single_turn` (private): each rollout turn's batch computes its shared prompt prefix once
+  (`prompt_prefix_shared`; the transformers path only, vLLM generates as it does).
+
+The two private names are listed in docs/upstream-compatibility.md and checked by `python -m tools.drift`
+(`PRIVATE_OVERRIDES`). tests/test_fast_grpo.py trains both classes from one seed on a small model: the same
+completions, the same losses, the same weights. Speeds: docs/measurements.md#the-grpo-loss-pass-on-cpu and
+#rollouts-on-cpu.
+"""
+
+from __future__ import annotations
+
+from trl import GRPOTrainer
+
+from helpers.compute.generation import prompt_prefix_shared
+from helpers.compute.loss_forward import SkippedPasses, forward_prefix_shared, why_not_exact, zero_gradient_loss
+
+# The methods of GRPOTrainer this class overrides that TRL does not document (tools/drift.py checks they exist).
+PRIVATE_OVERRIDES = ("_get_per_token_logps_and_entropies", "_generate_single_turn")
+
+
+class FastGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer, with the shared prompt prefix computed once in rollouts and loss passes, and no loss pass for a
+    micro-batch without gradient. Same arguments, same training (module docstring)."""
+
+    shares_prompt_prefix = True   # helpers.rollouts generates a rollout_func's turns the same way for this trainer
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        reason = why_not_exact(self)
+        # None where a zero-advantage micro-batch still has a gradient: then every pass runs, as in TRL
+        self.skipped = SkippedPasses() if reason is None else None
+        if reason is not None:
+            print(f"FastGRPOTrainer: every loss pass runs ({reason})")
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        advantages = inputs.get("advantages") if isinstance(inputs, dict) else None
+        if self.skipped is not None and model.training and not return_outputs and advantages is not None:
+            self.skipped.seen += 1
+            if not bool(advantages.any()):
+                self.skipped.skipped += 1
+                return zero_gradient_loss(model)
+        return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                    num_items_in_batch=num_items_in_batch)
+
+    def _get_per_token_logps_and_entropies(self, model, *args, **kwargs):
+        with forward_prefix_shared(self.accelerator.unwrap_model(model)):
+            return super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
+
+    def _generate_single_turn(self, *args, **kwargs):
+        with prompt_prefix_shared(self.accelerator.unwrap_model(self.model_wrapped)):
+            return super()._generate_single_turn(*args, **kwargs)

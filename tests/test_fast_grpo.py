@@ -1,0 +1,91 @@
+"""helpers.compute.fast_grpo.FastGRPOTrainer against TRL's own GRPOTrainer: the same completions, losses and weights.
+
+The notebooks build `GRPOTrainer if PLAIN_TRL else FastGRPOTrainer`; this is what makes the switch safe. A real
+GRPOTrainer and a real FastGRPOTrainer train the tiny tool-calling Qwen3 from one seed on prompts that start with
+notebook 01's system prompt and tool schema (so the shared-prefix paths really run), in fp32, for three steps.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers.compute import generation, loss_forward
+
+GENERATE_SHARED, FORWARD_SHARED = generation.generate_shared, loss_forward.forward_shared
+
+
+def _train(tmp_path, trainer_class, monkeypatch):
+    """Three steps of `trainer_class` from seed 0; returns (trainer, completions per reward call, weights, the
+    timer, how often the shared-prefix paths ran)."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, set_seed
+    from trl import GRPOConfig
+
+    from helpers.compute.budget import train_timer
+    from helpers.models import load_policy
+    from helpers.models.offline import resolve_model
+    from helpers.prompts import SYSTEM_PROMPT, answer
+
+    ran = {"generate_shared": 0, "forward_shared": 0}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            ran[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(generation, "generate_shared", counted("generate_shared", GENERATE_SHARED))
+    monkeypatch.setattr(loss_forward, "forward_shared", counted("forward_shared", FORWARD_SHARED))
+    completions = []
+
+    def reward(completion_ids, **kwargs):   # rollouts alternate 0 and 1 (no group without a gradient), plus a bit
+        completions.append([list(ids) for ids in completion_ids])   # that depends on the tokens
+        return [i % 2 + 0.01 * (sum(ids) % 7) for i, ids in enumerate(completion_ids)]
+
+    set_seed(0)
+    questions = ["What is 3 + 4 - 2?", "What is 10 - 7 + 5?"]
+    rows = [[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": q}] for q in questions]
+    args = GRPOConfig(output_dir=str(tmp_path / trainer_class.__name__), use_cpu=True, bf16=False, report_to="none",
+                      seed=0, save_strategy="no", logging_steps=1, per_device_train_batch_size=4,
+                      gradient_accumulation_steps=1, num_generations=4, max_steps=3, max_completion_length=12,
+                      learning_rate=1e-4, temperature=2.0, chat_template_kwargs={"enable_thinking": False},
+                      activation_checkpointing=False)
+    timer = train_timer()
+    trainer = trainer_class(model=load_policy("tiny-toolcall", device="cpu"),
+                            processing_class=AutoTokenizer.from_pretrained(resolve_model("tiny-toolcall")),
+                            reward_funcs=reward, train_dataset=Dataset.from_dict({"prompt": rows * 6}),
+                            tools=[answer], args=args, callbacks=[timer])
+    trainer.train()
+    weights = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    return trainer, completions, weights, timer, ran
+
+
+@pytest.mark.slow
+def test_fast_grpo_trainer_trains_as_trls_own(tmp_path, monkeypatch):
+    from trl import GRPOTrainer
+
+    from helpers.compute.fast_grpo import FastGRPOTrainer
+
+    plain, plain_texts, plain_weights, _, plain_ran = _train(tmp_path, GRPOTrainer, monkeypatch)
+    fast, fast_texts, fast_weights, timer, fast_ran = _train(tmp_path, FastGRPOTrainer, monkeypatch)
+
+    assert plain_ran == {"generate_shared": 0, "forward_shared": 0}   # TRL's own: none of ours
+    assert fast_ran["generate_shared"] >= 3 and fast_ran["forward_shared"] >= 3   # ours really ran, every step
+    assert fast_texts == plain_texts and len(fast_texts) == 3   # the same completions, step by step
+    plain_loss = [h["loss"] for h in plain.state.log_history if "loss" in h]
+    fast_loss = [h["loss"] for h in fast.state.log_history if "loss" in h]
+    assert len(plain_loss) == 3 and fast_loss == pytest.approx(plain_loss, rel=1e-4, abs=1e-6)
+    assert any(not torch.equal(plain_weights[n], p) for n, p in load_weights().items())   # training moved them
+    for name, weight in plain_weights.items():
+        assert torch.allclose(weight, fast_weights[name], rtol=1e-4, atol=1e-6), name
+    assert fast.skipped is not None and (fast.skipped.seen, fast.skipped.skipped) == (3, 0)
+    assert not hasattr(plain, "skipped")
+    assert not getattr(fast.model.generate, "shares_prompt_prefix", False)   # nothing left on the model
+    assert timer.seconds > 0 and timer.load_before is not None and timer.load_after is not None
+
+
+def load_weights():
+    from helpers.models import load_policy
+
+    return {n: p.detach() for n, p in load_policy("tiny-toolcall", device="cpu").named_parameters()}
