@@ -9,7 +9,7 @@ run's rows under its run name; a run starts where `global_step` goes back to 1. 
 before the last one.
 
 Each step prints its time, the generation and loss-pass parts, how many loss passes ran (a pass that
-`helpers.compute.fast_grpo.FastGRPOTrainer` skipped logs no `compute_loss` timer) and
+`helpers.compute.fast_trainers.FastGRPOTrainer` skipped logs no `compute_loss` timer) and
 `frac_reward_zero_std`; the summary gives the mean step with and without its loss passes.
 """
 

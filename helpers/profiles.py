@@ -5,10 +5,11 @@
     gpu   the original TRL/OpenEnv tutorials' recipes (Qwen3 on one GPU, Hub access).
     None  gpu when CUDA is available, else cpu.
 
-Each notebook's `parameters` cell has PROFILE plus its knobs, all None by default. A knob set to
-anything but None wins over the profile:
+Each notebook's `parameters` cell (and the "more knobs" cell below it) has PROFILE plus its knobs, all None by
+default. The cell after them passes each knob that is a setting by name; one set to anything but None wins over
+the profile, and from then on the notebook reads it through `settings` only:
 
-    settings = resolve_settings("01_grpo_walkthrough", PROFILE, max_steps=MAX_STEPS)
+    settings = resolve_settings("01_grpo_walkthrough", PROFILE, max_steps=MAX_STEPS, learning_rate=LEARNING_RATE)
     settings.max_steps
 
 What each profile means for each notebook is its recipe in helpers/recipes.py: change a default there.
@@ -43,7 +44,11 @@ class ProfileError(ValueError):
 
 
 class Settings(dict):
-    """The resolved knobs of one run: a dict that also reads as attributes (`settings.model`)."""
+    """The resolved knobs of one run: a dict that also reads as attributes (`settings.model`).
+
+    `settings.overridden`: the names of the settings a knob set (not None), as opposed to the profile's."""
+
+    overridden: frozenset = frozenset()
 
     def __getattr__(self, key):
         try:
@@ -78,46 +83,13 @@ def pick_profile(profile: str | None) -> str:
     return profile
 
 
-def knobs_in(notebook: str, namespace: dict) -> dict:
-    """The knobs a notebook's parameters cell set: each UPPERCASE name in `namespace` (the notebook's `globals()`)
-    that is one of `notebook`'s settings, by its setting's name (None still means "the profile's").
-
-    A name that is not a setting but reads like one (LEARNIG_RATE, TEMPERATUR) would otherwise be ignored while
-    the run trains with the profile's value: it is refused, naming the setting it resembles."""
-    keys = set(RECIPES[notebook].profiles["cpu"])
-    knobs = {name.lower(): value for name, value in namespace.items() if name.isupper() and name.lower() in keys}
-    for name in namespace:
-        if name.isupper() and not name.startswith("_") and name.lower() not in keys:
-            close = difflib.get_close_matches(name.lower(), keys, n=1, cutoff=0.85)
-            if close:
-                raise ProfileError(f"{name} is not a setting of {notebook}: did you mean {close[0].upper()}? "
-                                   f"Its settings: {', '.join(sorted(k.upper() for k in keys))}")
-    return knobs
-
-
-_SET_BY_MORE_KNOBS = "_set_by_more_knobs"
-
-
-def more_knobs(namespace: dict, **defaults) -> None:
-    """The "more knobs" cell: set each knob in the notebook's `globals()` unless it was passed in.
-
-    A value passed as a parameter (papermill's injected cell, the exported script's flags) is already in
-    `namespace` and wins. Rerunning the cell after editing a value here takes the new value: the names this
-    cell set last time are remembered, so they are not mistaken for passed ones."""
-    ours = namespace.setdefault(_SET_BY_MORE_KNOBS, {})
-    for name, value in defaults.items():
-        if not name.isupper():
-            raise ProfileError(f"more_knobs({name}=...): knobs are UPPERCASE names, as in the parameters cell")
-        passed = name in namespace and not (name in ours and namespace[name] is ours[name])
-        if not passed:
-            namespace[name] = ours[name] = value
-
-
 def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool = False, gpu="detect",
-                     parameters: dict | None = None, **explicit) -> Settings:
+                     **explicit) -> Settings:
     """The profile's defaults for `notebook`, with every explicit non-None knob on top; printed.
 
-    `parameters=globals()` reads the knobs from the notebook's parameters cell (`knobs_in`); keyword knobs win.
+    Each knob comes by its setting's name (`max_steps=MAX_STEPS`); a name that is not one of the notebook's settings
+    is refused, naming the setting it resembles. Then the recipe's `derived` settings follow the knobs (01: another
+    dataset than chain_sum starts from reasoning_gym's default difficulty).
 
     The gpu profile follows the card (`gpu_recipe`): on a 16 or 24 GB card it takes a smaller
     model and/or LoRA so the run fits; MODEL/LORA set explicitly still win. `gpu`: the card to plan for
@@ -126,12 +98,12 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     if notebook not in NOTEBOOK_PROFILES:
         raise ProfileError(f"No profiles for notebook {notebook!r}; known: {', '.join(NOTEBOOK_PROFILES)}")
     name = pick_profile(profile)
-    if parameters is not None:
-        explicit = {**knobs_in(notebook, parameters), **explicit}
     defaults = copy.deepcopy(NOTEBOOK_PROFILES[notebook][name])
     unknown = sorted(set(explicit) - set(defaults))
     if unknown:
-        raise ProfileError(f"Unknown setting(s) {unknown} for {notebook}; known: {', '.join(defaults)}")
+        close = {k: difflib.get_close_matches(k, defaults, n=1, cutoff=0.8) for k in unknown}
+        hints = "".join(f" ({k}: did you mean {c[0]}?)" for k, c in close.items() if c)
+        raise ProfileError(f"Unknown setting(s) {unknown} for {notebook}{hints}; known: {', '.join(defaults)}")
     overridden = {k: v for k, v in explicit.items() if v is not None}
     card = {}
     if name == "gpu" and "lora" in defaults:
@@ -140,6 +112,10 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
     slow, no_bf16 = slow_cpu_recipe(notebook, name)
     slow = {k: v for k, v in slow.items() if k in defaults and k not in overridden}
     settings = Settings(profile=name, **{**defaults, **card, **slow, **overridden})
+    object.__setattr__(settings, "overridden", frozenset(overridden))
+    recipe = RECIPES.get(notebook)
+    derived, because = recipe.derived(settings, settings.overridden) if recipe and recipe.derived else ({}, "")
+    settings.update(derived)
     if name == "gpu" and "lora" in defaults and gpu:
         card.update(fit_to_card(notebook, settings, gpu, fixed=overridden))
     scaled = lora_learning_rates(settings, fixed=overridden)
@@ -153,6 +129,8 @@ def resolve_settings(notebook: str, profile: str | None = None, *, quiet: bool =
         if slow:
             print(f"this CPU has no native bf16 ({no_bf16}), so every pass runs in fp32: the slow-CPU "
                   "recipe sets " + ", ".join(f"{k}={v!r}" for k, v in slow.items()))
+        if derived:
+            print(f"{because}: " + ", ".join(f"{k}={v!r}" for k, v in derived.items()))
         if card:
             print(f"this {gpu.memory_gib:.0f} GiB card ({card_class(gpu.memory_gib)} class) sets: "
                   + ", ".join(f"{k}={v!r}" for k, v in card.items()))

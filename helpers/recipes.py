@@ -9,6 +9,8 @@ A `Recipe` holds what a notebook needs to know about itself before it runs:
 - `starts_from`: the notebook whose checkpoint it warm-starts from (`helpers.models.warm_start`);
 - `slow_cpu`: what the cpu profile changes on a CPU without native bf16 (an AVX2 laptop, most Colab CPUs), where
   every pass runs in fp32 at a third of the speed (`helpers.profiles.resolve_settings`; knobs you set still win).
+- `derived(settings, given)`: settings that follow from others once your knobs are on (`given`: the names you set),
+  as (changes, why); notebook 01's dataset_config follows its dataset_name (`dataset_config_for_its_dataset`).
 
 `CARD_RECIPES`: what every gpu profile changes on a 16 or 24 GB card.
 
@@ -28,6 +30,17 @@ class Recipe:
     typical_minutes: dict[str, int] = field(default_factory=dict)
     starts_from: str | None = None
     slow_cpu: dict = field(default_factory=dict)
+    derived: Callable | None = None
+
+
+def dataset_config_for_its_dataset(settings: dict, given) -> tuple[dict, str]:
+    """Notebook 01's rule: the profiles' dataset_config is chain_sum's difficulty, so another DATASET_NAME starts from
+    reasoning_gym's defaults ({}) unless DATASET_CONFIG is set. With chain_sum, DATASET_CONFIG None keeps the profile's
+    and {} asks for reasoning_gym's defaults like any other value set."""
+    if settings["dataset_name"] == "chain_sum" or "dataset_config" in given:
+        return {}, ""
+    return {"dataset_config": {}}, (f"dataset_name {settings['dataset_name']!r} is not chain_sum, whose difficulty the "
+                                    "profile's dataset_config sets, so it starts from reasoning_gym's defaults")
 
 
 # What the gpu profile changes on each card class (helpers.compute.hardware.card_class: under 20 GiB, under 35, more),
@@ -90,6 +103,7 @@ RECIPES: dict[str, Recipe] = {
         # preflight questions: 40+ steps and both evaluations in about 31-33 minutes there (docs/measurements.md#notebook-01).
         slow_cpu={"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "freeze_layers": 18,
                   "eval_n": 400, "preflight_n": 16, "train_minutes": 22},
+        derived=dataset_config_for_its_dataset,
     ),
     # 04: GRPO against an ORS environment (calculator_env locally) through one OpenRewardSpec.
     # warm_start: the local teacher's rewarded ORS episodes (calculate in teacher_calculate_share of them) SFT the

@@ -122,7 +122,7 @@ def test_keywords_passed_through_a_literal_dict_are_checked(tmp_path):
 def test_trls_private_names_that_helpers_rely_on_still_exist_and_a_gone_one_is_named():
     """FastGRPOTrainer overrides two undocumented GRPOTrainer methods; the gate lists each, and fails naming one that
     is gone, takes other parameters, or no longer sets what helpers read."""
-    from helpers.compute.fast_grpo import PRIVATE_OVERRIDES
+    from helpers.compute.fast_trainers import PRIVATE_OVERRIDES
     from tools.drift import PRIVATE_NAMES, private_name_problems
 
     assert {f"trl.GRPOTrainer.{name}" for name in PRIVATE_OVERRIDES} <= set(PRIVATE_NAMES)

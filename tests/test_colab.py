@@ -60,6 +60,22 @@ def test_variant_passes_gate_and_keeps_the_notebooks_parameters(notebook):
         ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("!", "%"))))
 
 
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_variant_keeps_the_more_knobs_cell_and_the_placeholder_then_logs_in(notebook):
+    """The "more knobs" cell and papermill's placeholder come over as they are (plain assignments, a comment), right
+    below the parameters form; the login and hardware cells follow the last of them."""
+    tags = [c["metadata"].get("tags", []) for c in _cells(notebook)]
+    knob_cells = [_source(c) for c in _cells(notebook)
+                  if {"more-parameters", "injected-parameters"} & set(c["metadata"].get("tags", []))]
+    cells = _cells(COLAB_DIR / notebook.name)
+    index = max(i for i, c in enumerate(cells)
+                if {"parameters", "more-parameters", "injected-parameters"} & set(c["metadata"].get("tags", [])))
+    assert [_source(c) for c in cells if {"more-parameters", "injected-parameters"} & set(c["metadata"].get("tags", []))] \
+        == knob_cells
+    assert len(knob_cells) == (2 if ["more-parameters"] in tags else 0)
+    assert "notebook_login" in _source(cells[index + 1])
+
+
 def test_requirements_for_colab_keep_colabs_torch_and_jupyter():
     stack = colab_requirements((REPO_ROOT / "requirements.txt").read_text())
     names = {line.split("==")[0] for line in stack}

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tools.export import ExportError, export, export_source
-from tools.notebooks import numbered_notebooks, write_notebook
+from tools.notebooks import INJECTED_PLACEHOLDER, numbered_notebooks, write_notebook
 
 # 00 connects to an environment and trains nothing; 01-04 train, and those are what scale out.
 TRAINING = [p for p in numbered_notebooks() if not p.name.startswith("00_")]
@@ -152,15 +152,11 @@ def test_accelerate_configs_load_with_accelerates_own_reader():
 
 
 TOY_MORE = '''\
-from helpers.profiles import more_knobs
-
 # More knobs: the lesson runs without touching them; None means the profile's value.
 # A value passed in (papermill -p NAME value, the exported script's --flags) wins over this cell.
-more_knobs(globals(),
-    MAX_TURNS=None,                   # tool turns in one rollout
-    EVAL_SPLIT="test",                # the held-out split
-    SAVE_MERGED=False,                # also save a merged model
-)
+MAX_TURNS = None     # tool turns in one rollout
+EVAL_SPLIT = "test"  # the held-out split
+SAVE_MERGED = False  # also save a merged model
 '''
 
 TOY_MORE_BODY = '''\
@@ -170,23 +166,12 @@ print(json.dumps({"max_steps": MAX_STEPS, "max_turns": MAX_TURNS, "eval_split": 
 '''
 
 
-def _more_knob_names(source):
-    """The keywords of the `more_knobs(globals(), ...)` call in a "more-parameters" cell."""
-    import ast
-
-    return [k.arg for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
-            and getattr(node.func, "id", None) == "more_knobs" for k in node.keywords]
-
-
 def test_more_knobs_become_flags_and_a_passed_flag_wins_over_the_cell(tmp_path):
-    import nbformat
-
     path = write_notebook(tmp_path / "01_toy.ipynb", [("md", "# Toy export"), ("parameters", TOY_PARAMETERS),
-                                                      ("code", TOY_MORE), ("code", TOY_MORE_BODY)])
-    nb = nbformat.read(path, as_version=4)
-    nb.cells[2].metadata["tags"] = ["more-parameters"]
-    nbformat.write(nb, path)
+                                                      ("more-parameters", TOY_MORE), ("injected-parameters", None),
+                                                      ("code", TOY_MORE_BODY)])
     script = export(path, tmp_path / "toy.py")
+    assert INJECTED_PLACEHOLDER not in script.read_text()   # the placeholder is left out: the flags are the values
     helptext = " ".join(_run([sys.executable, str(script), "--help"], tmp_path).stdout.split())
     for flag, comment in (("--max-turns", "tool turns in one rollout"), ("--eval-split", "the held-out split"),
                           ("--save-merged", "also save a merged model")):
@@ -211,14 +196,14 @@ MORE_CELLS = [p for p in numbered_notebooks()
 @pytest.mark.parametrize("notebook", MORE_CELLS, ids=[p.stem for p in MORE_CELLS])
 def test_every_more_knob_of_a_notebook_is_a_flag_of_its_script(notebook, tmp_path):
     """The "more knobs" cell's knobs keep working from the command line once they leave the parameters cell."""
-    from tools.notebooks import cell_source
+    from tools.notebooks import cell_source, parameter_names
 
-    names = _more_knob_names(cell_source(notebook, "more-parameters"))
-    assert names, f"{notebook.name}: the more-parameters cell sets no knob through more_knobs(globals(), ...)"
+    names = parameter_names(cell_source(notebook, "more-parameters"))
+    assert names, f"{notebook.name}: the more-parameters cell sets no knob"
     script = export(notebook, tmp_path / f"{notebook.stem}.py")
     run = _run([sys.executable, str(script), "--help"], tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     text = script.read_text()
     for name in names:
         assert "--" + name.lower().replace("_", "-") in run.stdout, name
-        assert f"{name} = args.{name.lower()}" in text, name   # assigned before the cell runs: the flag wins
+        assert f"{name} = args.{name.lower()}" in text, name   # the cell's line now takes the flag's value

@@ -284,7 +284,7 @@ def test_fast_grpo_trainer_generates_shared_in_a_real_run_against_a_real_environ
     from transformers import AutoTokenizer
     from trl import GRPOConfig
 
-    from helpers.compute.fast_grpo import FastGRPOTrainer
+    from helpers.compute.fast_trainers import FastGRPOTrainer
     from helpers.models import load_policy
     from helpers.models.offline import resolve_model
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv

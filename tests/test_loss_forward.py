@@ -3,7 +3,7 @@ only the completions on a CPU, give the plain pass's log-probabilities and gradi
 
 Real model (the tiny tool-calling Qwen3), real chat template and tool schema, real reasoning_gym questions, TRL's
 own fused LM head (the one GRPOTrainer and SFTTrainer patch in). FastGRPOTrainer, whose loss passes go through it,
-against TRL's own: tests/test_fast_grpo.py.
+against TRL's own: tests/test_fast_trainers.py.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def _grpo_trainer(tmp_path, name, reward, *, callbacks=(), **config):
     from transformers import AutoTokenizer
     from trl import GRPOConfig
 
-    from helpers.compute.fast_grpo import FastGRPOTrainer
+    from helpers.compute.fast_trainers import FastGRPOTrainer
 
     from helpers.models import load_policy
     from helpers.models.offline import resolve_model

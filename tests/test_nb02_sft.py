@@ -40,8 +40,9 @@ NB_PATH = NOTEBOOKS_DIR / f"{NB}.ipynb"
 def notebook_collect_command(env_url: str, out, n: int, teacher: Teacher, push_to: str | None = None) -> list[str]:
     """The notebook's `openenv collect` command line (its cell tagged collect-command), filled with these values."""
     names = load_cells(NB_PATH, "collect-command", namespace=dict(
-        env_url=env_url, teacher=teacher, N_EPISODES=n, TEACHER_MAX_TOKENS=1024, DATASET_CONFIG=CHAIN_SUM_CONFIG,
-        SYSTEM_PROMPT=SYSTEM_PROMPT, rollouts_dir=out, PUSH_TO_HUB=push_to is not None, HUB_DATASET_ID=push_to))
+        env_url=env_url, teacher=teacher, settings=SimpleNamespace(n_episodes=n, dataset_config=CHAIN_SUM_CONFIG),
+        TEACHER_MAX_TOKENS=1024, SYSTEM_PROMPT=SYSTEM_PROMPT, rollouts_dir=out, PUSH_TO_HUB=push_to is not None,
+        HUB_DATASET_ID=push_to))
     return names["collect_cmd"]
 
 

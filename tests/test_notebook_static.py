@@ -48,34 +48,111 @@ def test_papermill_sees_every_parameter(path, caplog):
     assert "Unable to parse" not in caplog.text
 
 
-def _badged(tmp_path, name, cells, more_at=None):
-    """A notebook with a Colab badge and `cells`; the code cell at index `more_at` is tagged 'more-parameters'."""
-    import nbformat
-
-    path = write_notebook(tmp_path / name, [("md", "# T\n\n[badge](colab-badge.svg)")] + cells)
-    if more_at is not None:
-        nb = nbformat.read(path, as_version=4)
-        for i in [more_at] if isinstance(more_at, int) else more_at:
-            nb.cells[i].metadata["tags"] = ["more-parameters"]
-        nbformat.write(nb, path)
-    return path
+def _badged(tmp_path, name, cells):
+    """A notebook with a Colab badge and `cells` ((kind, source) pairs, as tools.notebooks.write_notebook takes)."""
+    return write_notebook(tmp_path / name, [("md", "# T\n\n[badge](colab-badge.svg)")] + cells)
 
 
-def test_gate_caps_the_parameters_cell_at_ten_knobs_and_places_the_more_knobs_cell(tmp_path):
+MORE = '# More knobs\nEXTRA = None   # extra\nNAME = "run"   # a name'
+
+
+def test_gate_caps_the_parameters_cell_at_ten_knobs_and_places_the_knob_cells(tmp_path):
     from tools.notebooks import MAX_LESSON_KNOBS
 
     assert MAX_LESSON_KNOBS == 10
     ten = "\n".join(f"KNOB_{i} = None   # knob {i}" for i in range(10))
     eleven = ten + "\nKNOB_10 = None"
-    more = "from helpers.profiles import more_knobs\n\nmore_knobs(globals(),\n    EXTRA=None,   # extra\n)"
-    assert static_problems(_badged(tmp_path, "ok.ipynb", [("parameters", ten), ("code", more), ("code", "x = 1")],
-                                   more_at=2)) == []
-    too_many = "\n".join(static_problems(_badged(tmp_path, "eleven.ipynb", [("parameters", eleven)])))
+    more, placeholder = ("more-parameters", MORE), ("injected-parameters", None)
+
+    def problems(name, *cells):
+        return "\n".join(static_problems(_badged(tmp_path, name, list(cells))))
+
+    assert problems("ok.ipynb", ("parameters", ten), more, placeholder, ("code", "x = 1")) == ""
+    assert problems("alone.ipynb", ("parameters", ten), ("code", "x = 1")) == ""   # no more knobs: no placeholder
+    too_many = problems("eleven.ipynb", ("parameters", eleven))
     assert "holds 11 knobs" in too_many and "'more-parameters'" in too_many
-    misplaced = _badged(tmp_path, "misplaced.ipynb", [("parameters", ten), ("code", "x = 1"), ("code", more)],
-                        more_at=3)
-    assert any("right below the parameters cell" in p for p in static_problems(misplaced))
-    above = _badged(tmp_path, "above.ipynb", [("code", more), ("parameters", ten)], more_at=1)
-    assert any("right below the parameters cell" in p for p in static_problems(above))
-    twice = _badged(tmp_path, "twice.ipynb", [("parameters", ten), ("code", more), ("code", more)], more_at=[2, 3])
-    assert any("one 'more-parameters' cell at most" in p for p in static_problems(twice))
+    below = "right below the parameters cell"
+    assert below in problems("misplaced.ipynb", ("parameters", ten), ("code", "x = 1"), more, placeholder)
+    assert below in problems("above.ipynb", more, placeholder, ("parameters", ten))
+    assert "one 'more-parameters' cell at most" in problems("twice.ipynb", ("parameters", ten), more, more, placeholder)
+    missing = "one cell tagged 'injected-parameters', right below the more-parameters cell"
+    assert missing in problems("missing.ipynb", ("parameters", ten), more, ("code", "x = 1"))
+    assert missing in problems("late.ipynb", ("parameters", ten), more, ("code", "x = 1"), placeholder)
+    assert "right below the parameters cell: papermill" in problems("stray.ipynb", ("parameters", ten),
+                                                                   ("code", "x = 1"), placeholder)
+    assert "comments only" in problems("code.ipynb", ("parameters", ten), more, ("injected-parameters", "X = 1"))
+
+
+@pytest.mark.parametrize("source, why", [
+    ("from helpers.profiles import more_knobs\n\nmore_knobs(globals(),\n    EXTRA=None,   # extra\n)",
+     "not an assignment of one UPPERCASE knob"),
+    ("EXTRA = compute()   # a call", "EXTRA's value is not a literal"),
+    ("extra = None", "not an assignment of one UPPERCASE knob"),
+    ("A = B = None", "not an assignment of one UPPERCASE knob"),
+])
+def test_gate_wants_the_knob_cells_plain_one_literal_knob_a_line(tmp_path, source, why):
+    ok = "PROFILE = None"
+    for cells in ([("parameters", ok), ("more-parameters", source), ("injected-parameters", None)],
+                  [("parameters", source)]):
+        found = "\n".join(static_problems(_badged(tmp_path, "knobs.ipynb", cells)))
+        assert why in found, found
+
+
+def _code(cell) -> str:
+    """A code cell's source as Python: magics and shell lines dropped, top-level `await` allowed."""
+    import ast
+
+    source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.splitlines())
+    return ast.parse(source)
+
+
+def _settings_call(path):
+    """(index of the cell that calls resolve_settings, that call)."""
+    import ast
+
+    import nbformat
+
+    cells = nbformat.read(path, as_version=4).cells
+    return next((i, node) for i, c in enumerate(cells) if c.cell_type == "code" for node in ast.walk(_code(c))
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "resolve_settings")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_settings_cell_passes_each_knob_that_is_a_setting_by_name_and_reads_it_only_through_settings(path):
+    """One channel per knob: a knob that is a profile setting goes to resolve_settings as `name=NAME` and is read as
+    `settings.name` afterwards (never bare); a knob that is not a setting is never passed (it stays a variable)."""
+    import ast
+
+    import nbformat
+
+    from helpers.recipes import RECIPES
+    from tools.notebooks import knob_names
+
+    keys = set(RECIPES[path.stem].profiles["cpu"])
+    settings_knobs = {k for k in knob_names(path) if k.lower() in keys}
+    index, call = _settings_call(path)
+    assert [ast.unparse(a) for a in call.args] == ["NOTEBOOK", "PROFILE"]
+    assert {k.arg: ast.unparse(k.value) for k in call.keywords} == {k.lower(): k for k in settings_knobs}
+    cells = nbformat.read(path, as_version=4).cells
+    bare = [(i, node.id) for i, cell in enumerate(cells) if i > index and cell.cell_type == "code"
+            for node in ast.walk(_code(cell)) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+            and node.id in settings_knobs]
+    assert not bare, f"read these through settings.<name> instead (cell, knob): {bare}"
+
+
+def test_no_notebook_cell_and_no_module_of_helpers_or_tools_looks_names_up_through_globals():
+    """Knobs travel by name (the settings cell's keywords), never by a lookup in the notebook's namespace."""
+    import ast
+
+    import nbformat
+
+    from tools.notebooks import REPO_ROOT
+
+    def uses_globals(tree):
+        return any(isinstance(node, ast.Name) and node.id == "globals" for node in ast.walk(tree))
+
+    found = [f"{p.name} cell {i}" for p in NOTEBOOKS + sorted((REPO_ROOT / "colab").glob("*.ipynb"))
+             for i, c in enumerate(nbformat.read(p, as_version=4).cells) if c.cell_type == "code" and uses_globals(_code(c))]
+    found += [str(p.relative_to(REPO_ROOT)) for folder in ("helpers", "tools") for p in sorted((REPO_ROOT / folder).rglob("*.py"))
+              if uses_globals(ast.parse(p.read_text())) or "globals()" in p.read_text()]
+    assert not found, found

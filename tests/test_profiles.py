@@ -58,62 +58,36 @@ def test_lora_multiplies_the_profiles_learning_rates_but_not_the_users():
     assert mine.learning_rate == 3e-5 and mine.sft_learning_rate == lora.sft_learning_rate
 
 
-def test_the_parameters_cell_is_read_in_one_call_and_a_misspelt_knob_is_refused(capsys):
-    """Every notebook's own parameters cell passes `knobs_in` (no legitimate name is taken for a typo), each of its
-    settings arrives by name, keyword knobs win, and a misspelt one stops the run naming the setting it resembles."""
-    import json
-
-    from helpers.profiles import knobs_in
-    from tools.notebooks import NOTEBOOKS_DIR
-
-    for path in sorted(NOTEBOOKS_DIR.glob("0*.ipynb")):
-        cell = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
-        namespace = {"NOTEBOOK": path.stem}
-        exec("".join(cell["source"]), namespace)
-        knobs = knobs_in(path.stem, namespace)
-        assert knobs and all(namespace[k.upper()] == v for k, v in knobs.items())
-    namespace = {"NOTEBOOK": "01_grpo_walkthrough", "MAX_STEPS": 3, "TEMPERATURE": None, "RUNS_DIR": None}
-    settings = resolve_settings("01_grpo_walkthrough", "tiny", parameters=namespace, temperature=0.7, quiet=True)
-    assert (settings.max_steps, settings.temperature) == (3, 0.7)
-    with pytest.raises(ProfileError, match="LEARNIG_RATE is not a setting of 01_grpo_walkthrough: did you mean "
-                                           "LEARNING_RATE"):
-        resolve_settings("01_grpo_walkthrough", "tiny", parameters={"LEARNIG_RATE": 1e-4}, quiet=True)
+def test_knobs_come_by_name_a_misspelt_one_is_refused_and_the_set_ones_are_remembered():
+    """The settings cell passes each knob by its setting's name; a name that is no setting stops the run, naming the
+    one it resembles; `settings.overridden` says which settings a knob set (None leaves the profile's)."""
+    settings = resolve_settings("01_grpo_walkthrough", "tiny", quiet=True, max_steps=3, temperature=None)
+    assert (settings.max_steps, settings.temperature) == (3, NOTEBOOK_PROFILES["01_grpo_walkthrough"]["tiny"]["temperature"])
+    assert settings.overridden == {"max_steps"}
+    assert resolve_settings("01_grpo_walkthrough", "tiny", quiet=True).overridden == frozenset()
+    with pytest.raises(ProfileError, match=r"\['learnig_rate'\] for 01_grpo_walkthrough \(learnig_rate: did you mean "
+                                           r"learning_rate\?\)"):
+        resolve_settings("01_grpo_walkthrough", "tiny", learnig_rate=1e-4, quiet=True)
+    with pytest.raises(ProfileError, match="'seed'"):   # a knob that is no setting of 01 is not passed at all
+        resolve_settings("01_grpo_walkthrough", "tiny", seed=0, quiet=True)
 
 
-def test_more_knobs_a_passed_value_wins_and_a_rerun_takes_the_cells_edit():
-    from helpers.profiles import more_knobs
+@pytest.mark.parametrize("profile", ["tiny", "cpu", "gpu"])
+def test_notebook_01s_dataset_config_follows_its_dataset(profile, capsys):
+    """None: the profile's chain_sum difficulty; {}: reasoning_gym's defaults; another dataset with None: {} (the
+    profile's difficulty is chain_sum's); another dataset with a config: that config."""
+    def config(**knobs):
+        return resolve_settings("01_grpo_walkthrough", profile, gpu=None, quiet=True, **knobs).dataset_config
 
-    fresh = {}
-    more_knobs(fresh, MAX_TURNS=None, SEED=0)                  # nothing passed: the cell's values
-    assert fresh["MAX_TURNS"] is None and fresh["SEED"] == 0
-    more_knobs(fresh, MAX_TURNS=4, SEED=0)                     # the learner edits the cell and reruns it
-    assert fresh["MAX_TURNS"] == 4
-    more_knobs(fresh, MAX_TURNS=6, SEED=1)                     # and again
-    assert (fresh["MAX_TURNS"], fresh["SEED"]) == (6, 1)
-
-    passed = {"MAX_TURNS": 9}                                  # papermill's injected cell / the script's flag
-    more_knobs(passed, MAX_TURNS=None, SEED=0)
-    assert (passed["MAX_TURNS"], passed["SEED"]) == (9, 0)
-    more_knobs(passed, MAX_TURNS=2, SEED=0)                    # still passed after a rerun with an edit
-    assert passed["MAX_TURNS"] == 9
-    passed_none = {"MAX_TURNS": None}                          # None passed on purpose still wins
-    more_knobs(passed_none, MAX_TURNS=5)
-    assert passed_none["MAX_TURNS"] is None
-
-    with pytest.raises(ProfileError, match="UPPERCASE"):
-        more_knobs({}, max_turns=3)
-
-
-def test_more_knobs_reach_resolve_settings_like_the_parameters_cell():
-    from helpers.profiles import more_knobs
-
-    namespace = {"PROFILE": "cpu", "MAX_STEPS": None}
-    more_knobs(namespace, NUM_GENERATIONS=None, SEED=0, BATCH_SIZE=None)
-    default = resolve_settings("04_openreward_spec", "cpu", quiet=True, parameters=namespace)
-    assert default == resolve_settings("04_openreward_spec", "cpu", quiet=True)
-    namespace["BATCH_SIZE"] = 4                                # as if passed: -p BATCH_SIZE 4
-    more_knobs(namespace, NUM_GENERATIONS=None, SEED=0, BATCH_SIZE=None)
-    assert resolve_settings("04_openreward_spec", "cpu", quiet=True, parameters=namespace).batch_size == 4
+    chain_sum = NOTEBOOK_PROFILES["01_grpo_walkthrough"][profile]["dataset_config"]
+    assert chain_sum and config() == chain_sum and config(dataset_name="chain_sum", dataset_config=None) == chain_sum
+    assert config(dataset_config={}) == {}
+    assert config(dataset_config={"min_terms": 3}) == {"min_terms": 3}
+    assert config(dataset_name="letter_counting") == {}
+    assert config(dataset_name="letter_counting", dataset_config={"min_words": 5}) == {"min_words": 5}
+    capsys.readouterr()
+    resolve_settings("01_grpo_walkthrough", profile, gpu=None, dataset_name="letter_counting")
+    assert "dataset_name 'letter_counting' is not chain_sum" in capsys.readouterr().out   # said, not silent
 
 
 def test_a_cpu_without_native_bf16_gets_the_slow_cpu_recipe_and_set_knobs_still_win(monkeypatch, capsys):

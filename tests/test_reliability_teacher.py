@@ -11,6 +11,7 @@ are kept, and `--resume` fills in the rest once the teacher is back.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -68,8 +69,9 @@ def test_teacher_failing_mid_collection_keeps_collected_episodes_and_resume_comp
 
     def collect(teacher: Teacher):
         cmd = load_cells(NOTEBOOKS_DIR / "02_sft_warmup.ipynb", "collect-command", namespace=dict(
-            env_url=rg_server.base_url, teacher=teacher, N_EPISODES=6, TEACHER_MAX_TOKENS=1024,
-            DATASET_CONFIG=CHAIN_SUM_CONFIG, SYSTEM_PROMPT=SYSTEM_PROMPT, rollouts_dir=out, PUSH_TO_HUB=False,
+            env_url=rg_server.base_url, teacher=teacher, TEACHER_MAX_TOKENS=1024,
+            settings=SimpleNamespace(n_episodes=6, dataset_config=CHAIN_SUM_CONFIG),
+            SYSTEM_PROMPT=SYSTEM_PROMPT, rollouts_dir=out, PUSH_TO_HUB=False,
             HUB_DATASET_ID=None))["collect_cmd"]
         return run_collect(cmd, out, n_episodes=6, progress=False, timeout=300)
 
@@ -120,8 +122,9 @@ def test_collect_through_dropped_connections_scores_only_whole_episodes_and_resu
 
         def collect():
             cmd = load_cells(NOTEBOOKS_DIR / "02_sft_warmup.ipynb", "collect-command", namespace=dict(
-                env_url=proxy.url, teacher=teacher, N_EPISODES=8, TEACHER_MAX_TOKENS=1024,
-                DATASET_CONFIG=CHAIN_SUM_CONFIG, SYSTEM_PROMPT=SYSTEM_PROMPT, rollouts_dir=out, PUSH_TO_HUB=False,
+                env_url=proxy.url, teacher=teacher, TEACHER_MAX_TOKENS=1024,
+                settings=SimpleNamespace(n_episodes=8, dataset_config=CHAIN_SUM_CONFIG),
+                SYSTEM_PROMPT=SYSTEM_PROMPT, rollouts_dir=out, PUSH_TO_HUB=False,
                 HUB_DATASET_ID=None))["collect_cmd"]
             return run_collect(cmd, out, n_episodes=8, progress=False, timeout=300)
 

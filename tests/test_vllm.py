@@ -75,14 +75,13 @@ def test_gpu_profile_of_the_notebook_continues_without_vllm(notebook, monkeypatc
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     settings = resolve_settings(notebook, "gpu", quiet=True, gpu=None)   # no real card to plan for
     assert settings.use_vllm
-    namespace = {"settings": settings, "USE_VLLM": None, "VLLM_SERVER_URL": None, "PUSH_TO_HUB": False}
+    namespace = {"settings": settings, "VLLM_SERVER_URL": None, "PUSH_TO_HUB": False}
     exec(_vllm_statements(notebook), namespace)
     assert settings.use_vllm is False
     assert "vllm package is not installed" in capsys.readouterr().out
-    namespace.update(USE_VLLM=True)
-    settings.use_vllm = True
+    asked = resolve_settings(notebook, "gpu", quiet=True, gpu=None, use_vllm=True)   # USE_VLLM = True, set by you
     with pytest.raises(VllmUnavailable):
-        exec(_vllm_statements(notebook), namespace)
+        exec(_vllm_statements(notebook), {**namespace, "settings": asked})
 
 
 @pytest.mark.parametrize("notebook", ["03_wordle_rollout_func"])

@@ -14,7 +14,8 @@ A variant is its notebook plus what a fresh Colab runtime needs, nothing else:
   release regenerates with `--ref <tag>`), so a variant and the code it installs always come from one
   commit; tests/test_colab.py fails if they can differ or if the ref does not exist. A form field in the
   cell can point elsewhere;
-- the `parameters` cell with PROFILE = "gpu" and Colab form fields (`# @param`) for its knobs;
+- the `parameters` cell with PROFILE = "gpu" and Colab form fields (`# @param`) for its knobs; the "more knobs"
+  cell below it (plain assignments) and papermill's `injected-parameters` placeholder as they are;
 - an optional Hugging Face Hub login cell, skipped unless HUB_LOGIN (or PUSH_TO_HUB) is True, and a
   cell that prints the GPU it got and says when it is too small for the gpu profile.
 Never edit colab/ by hand: edit the notebook and run the generator.
@@ -33,7 +34,7 @@ import textwrap
 from pathlib import Path
 
 from tools.colab_cells.install import COLAB_KEEPS, colab_requirements
-from tools.notebooks import (COLAB_REF, GITHUB_REPO, REPO_ROOT, colab_badge, numbered_notebooks,
+from tools.notebooks import (COLAB_REF, GITHUB_REPO, INJECTED, REPO_ROOT, colab_badge, numbered_notebooks,
                                write_notebook)
 
 COLAB_DIR = REPO_ROOT / "colab"
@@ -136,13 +137,11 @@ def _parameter_names(source: str) -> set[str]:
 
 
 def _more_knob_names(cells: list[dict]) -> set[str]:
-    """The knobs of a notebook's "more knobs" cell (`more_knobs(globals(), NAME=value, ...)`), if it has one."""
+    """The knobs of a notebook's "more knobs" cell (plain `NAME = value` lines, as in the parameters cell), if any."""
     names = set()
     for cell in cells:
         if "more-parameters" in cell.get("metadata", {}).get("tags", []):
-            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-            names |= {k.arg for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
-                      for k in node.keywords if k.arg}
+            names |= _parameter_names(cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"]))
     return names
 
 
@@ -285,6 +284,9 @@ def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, s
     """The (kind, source) cells of the Colab variant of `notebook`, opened from and installing from `ref`."""
     notebook = Path(notebook)
     nb = json.loads(notebook.read_text())
+    knob_tags = {"parameters", "more-parameters", INJECTED}
+    last_knob_cell = max((i for i, c in enumerate(nb["cells"]) if knob_tags & set(c.get("metadata", {}).get("tags", []))),
+                         default=None)
     cells = []
     for index, cell in enumerate(nb["cells"]):
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
@@ -301,12 +303,14 @@ def colab_cells(notebook: str | Path, ref: str = COLAB_REF) -> list[tuple[str, s
             names = _parameter_names(source) | more
             flags = ["HUB_LOGIN"] + (["PUSH_TO_HUB"] if "PUSH_TO_HUB" in names else [])
             added = [("code", login_cell(flags)), ("code", HARDWARE_CELL)]
-            if not more:
-                cells += added   # otherwise right after the more-knobs cell, which stays below the parameters
         elif "more-parameters" in tags:
-            cells += [("more-parameters", source), *added]
+            cells.append(("more-parameters", source))   # plain assignments, edited in place like any code cell
+        elif INJECTED in tags:
+            cells.append((INJECTED, source))   # kept: a copy run by papermill still takes its values there
         else:
             cells.append(("md" if cell["cell_type"] == "markdown" else "code", source))
+        if index == last_knob_cell:
+            cells += added   # the login and hardware cells follow the knob cells
     return [(kind, absolute_links(source, ref) if kind == "md" else source) for kind, source in cells]
 
 

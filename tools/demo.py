@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from helpers.reporting.metrics import runs_dir
-from tools.notebooks import NOTEBOOKS_DIR, REPO_ROOT
+from tools.notebooks import NOTEBOOKS_DIR, REPO_ROOT, check_passed_knobs
 from helpers.recipes import RECIPES
 
 # Notebook 01 after the notebook whose checkpoint it starts from (its recipe says which, helpers.recipes).
@@ -152,6 +152,7 @@ def run_watched(source: str | Path, executed: str | Path, parameters: dict, *, c
     """Execute `source` into `executed` with papermill, printing progress as it goes; returns the notebook."""
     import papermill
 
+    check_passed_knobs(source, parameters)
     return papermill.execute_notebook(str(source), str(executed), parameters=parameters, engine_name=_watched_engine(),
                                kernel_name="python3", progress_bar=False, cwd=str(cwd) if cwd else None,
                                execution_timeout=None)  # training cells run for minutes: no per-cell limit

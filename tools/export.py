@@ -6,10 +6,11 @@
 
 The notebook stays the source of truth; scripts are generated on demand (runs/ is not committed).
 What changes on the way:
-- the `parameters` cell becomes command-line flags (`MAX_STEPS` -> `--max-steps`), each with the
-  notebook's default (None stays None: "the profile's value") and its comment as help. Values are
-  read as Python literals (150, 1e-5, None, [1, 2]) and otherwise as text (Qwen/Qwen3-1.7B);
-  booleans take `--push-to-hub` / `--no-push-to-hub`;
+- the `parameters` cell and the "more knobs" cell below it become command-line flags (`MAX_STEPS` ->
+  `--max-steps`), each with the notebook's default (None stays None: "the profile's value") and its
+  comment as help. Values are read as Python literals (150, 1e-5, None, [1, 2]) and otherwise as text
+  (Qwen/Qwen3-1.7B); booleans take `--push-to-hub` / `--no-push-to-hub`. The `injected-parameters`
+  placeholder below them (where papermill puts the values it passes) is left out: the flags are those values;
 - IPython magics and shell lines (`%pip`, `!ls`) and `display(...)` statements are dropped, and
   matplotlib draws off-screen (plots are still saved as PNG in the run folder);
 - `--trl-config KEY=VALUE` (repeatable) sets a field on every `trl.GRPOConfig` / `trl.SFTConfig` the
@@ -26,7 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-from tools.notebooks import REPO_ROOT
+from tools.notebooks import INJECTED, REPO_ROOT
 
 PREAMBLE = '''\
 #!/usr/bin/env python
@@ -43,6 +44,7 @@ Exported from {source}. Run it on one process or many:
 import argparse
 import ast
 import os
+import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")  # no screen: figures are drawn off-screen and saved as PNG
 
@@ -81,9 +83,9 @@ def _override_trl_configs(pairs):
 
         # A module-level name, so pickle (Trainer saves its args with torch.save) finds the class again.
         qualname = f"_Overridden{{name}}"
-        globals()[qualname] = type(name, (base,), {{"__init__": __init__, "__module__": __name__,
-                                                    "__qualname__": qualname}})
-        setattr(trl, name, globals()[qualname])
+        overridden = type(name, (base,), {{"__init__": __init__, "__module__": __name__, "__qualname__": qualname}})
+        setattr(sys.modules[__name__], qualname, overridden)
+        setattr(trl, name, overridden)
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise SystemExit(f"--trl-config: no GRPOConfig/SFTConfig field named {{unknown}} in trl {{trl.__version__}}")
@@ -153,27 +155,6 @@ def split_parameters(source: str) -> tuple[list[str], list[str]]:
     return arguments, code
 
 
-def split_more_knobs(source: str) -> tuple[list[str], list[str]]:
-    """(argparse lines, code lines) for the "more knobs" cell, `more_knobs(globals(), NAME=value, ...)`: each keyword
-    becomes a flag, assigned before the call, so the call keeps it as a passed value."""
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    arguments, assigned = [], []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "more_knobs"):
-            continue
-        for keyword in node.keywords:
-            try:
-                value = ast.literal_eval(keyword.value)
-            except ValueError:
-                continue  # not a literal: left to the cell
-            rest = lines[keyword.value.end_lineno - 1][keyword.value.end_col_offset:].lstrip(" ,").strip()
-            comment = rest[1:].strip() if rest.startswith("#") else ""
-            arguments.append(_argument(keyword.arg, value, comment))
-            assigned.append(f"{keyword.arg} = args.{keyword.arg.lower()}")
-    return arguments, assigned + lines
-
-
 def strip_notebook_only(source: str, where: str) -> str:
     """Drop IPython magics, shell lines and `display(...)` statements; line count and indentation are kept."""
     lines = []
@@ -230,9 +211,11 @@ def export_source(notebook: str | Path, script_path: str | Path = "SCRIPT.py") -
             arguments, lines = split_parameters(code)
             body += ["", f"# %% cell {index}: the parameters, from the command line", *lines]
         elif "more-parameters" in tags:
-            more, lines = split_more_knobs(code)
+            more, lines = split_parameters(code)
             arguments = (arguments or []) + more
             body += ["", f"# %% cell {index}: more knobs, from the command line", *lines]
+        elif INJECTED in tags:
+            continue   # papermill's placeholder: the flags above are the values passed
         else:
             body += ["", f"# %% cell {index}", code]
     if arguments is None:

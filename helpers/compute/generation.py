@@ -7,7 +7,7 @@ copies them into a preallocated (static) KV cache for every row, and lets `model
 
     out = generate_shared(model, input_ids, attention_mask, do_sample=True, temperature=0.9, max_new_tokens=100)
 
-The evaluations call it directly; GRPOTrainer's rollouts get it through `helpers.compute.fast_grpo.FastGRPOTrainer`
+The evaluations call it directly; GRPOTrainer's rollouts get it through `helpers.compute.fast_trainers.FastGRPOTrainer`
 (`prompt_prefix_shared`), and a notebook's own `rollout_func` through `helpers.rollouts`.
 
 While it generates, each decode step reads that prefix's keys and values once for all rows rather than once per
@@ -551,7 +551,7 @@ def prompt_prefix_shared(model):
     """Inside, `model.generate` is `generate_shared` over the model's own generate, for a caller that cannot be
     handed another function: TRL 1.16 without vLLM generates each rollout turn with
     `unwrapped_model.generate(input_ids, attention_mask, generation_config)`. On leaving, the model's own again.
-    Entered by `helpers.compute.fast_grpo.FastGRPOTrainer` around its generation, nowhere else."""
+    Entered by `helpers.compute.fast_trainers.FastGRPOTrainer` around its generation, nowhere else."""
     if getattr(model.generate, "shares_prompt_prefix", False):
         yield model
         return

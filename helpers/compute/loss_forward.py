@@ -14,7 +14,7 @@ tokens, bf16: 4.8 s -> 1.9 s forward + backward; docs/measurements.md#the-grpo-l
   values. Every row's gradient flows back into the one prefix pass through those keys and values, so the loss
   and its gradients are the plain pass's (tested, fp32).
 
-    with forward_prefix_shared(model):   # both; helpers.compute.fast_grpo.FastGRPOTrainer scores inside it
+    with forward_prefix_shared(model):   # both; helpers.compute.fast_trainers.FastGRPOTrainer scores inside it
         ...
 
 And a third thing that costs a whole pass: **a micro-batch whose rollouts all have advantage 0** (every group
@@ -136,7 +136,7 @@ def completions_only_scored():
 def forward_prefix_shared(model):
     """Inside, the backbone's loss passes compute their rows' shared prompt prefix once (`forward_shared`), and the
     LM head scores only the completions (`completions_only_scored`); on leaving, the backbone's own forward again
-    (a graph built inside keeps what it computed). Entered by `helpers.compute.fast_grpo.FastGRPOTrainer` around
+    (a graph built inside keeps what it computed). Entered by `helpers.compute.fast_trainers.FastGRPOTrainer` around
     its scoring passes, nowhere else."""
     backbone = _backbone(model)
     with completions_only_scored():

@@ -72,7 +72,7 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
     is kept in the card's 16-bit type, the adapters in fp32. `lora="qlora"` loads the base in 4 bits (CUDA and
     bitsandbytes only). A folder that holds a saved adapter (adapter_config.json) loads as base + adapter.
 
-    A plain transformers (or peft) model: the speed paths are the trainer's (`helpers.compute.fast_grpo`) and the
+    A plain transformers (or peft) model: the speed paths are the trainer's (`helpers.compute.fast_trainers`) and the
     evaluations' (`helpers.compute.generation.generate_shared`), not the model's.
     """
     import torch

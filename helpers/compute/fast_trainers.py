@@ -1,10 +1,10 @@
-"""FastGRPOTrainer: TRL's GRPOTrainer with this project's CPU speed paths, giving the same tokens and the same loss.
+"""FastGRPOTrainer and FastSFTTrainer: TRL's trainers with this project's CPU speed paths, the same training.
 
     trainer_class = GRPOTrainer if PLAIN_TRL else FastGRPOTrainer   # the switch: plain TRL, slower on a CPU
     trainer = trainer_class(model=model, args=config, ...)           # GRPOTrainer's arguments, unchanged
 
-A subclass, so the trainer a notebook builds is the one that runs: nothing is replaced on the model or on the
-trainer from outside. It overrides three methods of TRL 1.16's GRPOTrainer:
+Subclasses, so the trainer a notebook builds is the one that runs: nothing is replaced on the model or on the
+trainer from outside. FastGRPOTrainer overrides three methods of TRL 1.16's GRPOTrainer:
 
 - `compute_loss` (the override point Transformers' Trainer documents): a micro-batch whose every advantage is 0
   skips its forward and backward pass, and the trained weights get the zero gradients that pass would have given
@@ -15,18 +15,23 @@ trainer from outside. It overrides three methods of TRL 1.16's GRPOTrainer:
 - `_generate_single_turn` (private): each rollout turn's batch computes its shared prompt prefix once
   (`prompt_prefix_shared`; the transformers path only, vLLM generates as it does).
 
+FastSFTTrainer overrides SFTTrainer's `compute_loss` only: TRL's fused LM head projects only the positions whose
+label counts (the assistant's reply) onto the vocabulary on a CPU too, as it does on a GPU (`completions_only_scored`;
+the same numbers per position, to fp32's rounding).
+
 The two private names are listed in docs/upstream-compatibility.md and checked by `python -m tools.drift`
-(`PRIVATE_OVERRIDES`). tests/test_fast_grpo.py trains both classes from one seed on a small model: the same
+(`PRIVATE_OVERRIDES`). tests/test_fast_trainers.py trains both classes from one seed on a small model: the same
 completions, the same losses, the same weights. Speeds: docs/measurements.md#the-grpo-loss-pass-on-cpu and
 #rollouts-on-cpu.
 """
 
 from __future__ import annotations
 
-from trl import GRPOTrainer
+from trl import GRPOTrainer, SFTTrainer
 
 from helpers.compute.generation import prompt_prefix_shared
-from helpers.compute.loss_forward import SkippedPasses, forward_prefix_shared, why_not_exact, zero_gradient_loss
+from helpers.compute.loss_forward import (SkippedPasses, completions_only_scored, forward_prefix_shared,
+                                          why_not_exact, zero_gradient_loss)
 
 # The methods of GRPOTrainer this class overrides that TRL does not document (tools/drift.py checks they exist).
 PRIVATE_OVERRIDES = ("_get_per_token_logps_and_entropies", "_generate_single_turn")
@@ -63,3 +68,13 @@ class FastGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, *args, **kwargs):
         with prompt_prefix_shared(self.accelerator.unwrap_model(self.model_wrapped)):
             return super()._generate_single_turn(*args, **kwargs)
+
+
+class FastSFTTrainer(SFTTrainer):
+    """SFTTrainer whose loss pass projects only the labelled positions onto the vocabulary on a CPU too. Same
+    arguments, same training (module docstring)."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        with completions_only_scored():
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)

@@ -1,4 +1,4 @@
-"""helpers.compute.fast_grpo.FastGRPOTrainer against TRL's own GRPOTrainer: the same completions, losses and weights.
+"""helpers.compute.fast_trainers.FastGRPOTrainer against TRL's own GRPOTrainer: the same completions, losses and weights.
 
 The notebooks build `GRPOTrainer if PLAIN_TRL else FastGRPOTrainer`; this is what makes the switch safe. A real
 GRPOTrainer and a real FastGRPOTrainer train the tiny tool-calling Qwen3 from one seed on prompts that start with
@@ -65,7 +65,7 @@ def _train(tmp_path, trainer_class, monkeypatch):
 def test_fast_grpo_trainer_trains_as_trls_own(tmp_path, monkeypatch):
     from trl import GRPOTrainer
 
-    from helpers.compute.fast_grpo import FastGRPOTrainer
+    from helpers.compute.fast_trainers import FastGRPOTrainer
 
     plain, plain_texts, plain_weights, _, plain_ran = _train(tmp_path, GRPOTrainer, monkeypatch)
     fast, fast_texts, fast_weights, timer, fast_ran = _train(tmp_path, FastGRPOTrainer, monkeypatch)
@@ -89,3 +89,54 @@ def load_weights():
     from helpers.models import load_policy
 
     return {n: p.detach() for n, p in load_policy("tiny-toolcall", device="cpu").named_parameters()}
+
+
+def _sft(tmp_path, trainer_class, rows_scored):
+    """Two SFT steps of `trainer_class` on the tiny model from seed 0 (assistant-only loss, as the notebooks);
+    returns (trainer, weights)."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, set_seed
+    from trl import SFTConfig
+
+    from helpers.models import load_policy
+    from helpers.models.offline import resolve_model
+    from helpers.prompts import SYSTEM_PROMPT
+
+    set_seed(0)
+    rows = [{"messages": [{"role": "system", "content": SYSTEM_PROMPT},
+                          {"role": "user", "content": f"What is {i} + {i + 3}?"},
+                          {"role": "assistant", "content": f"The sum is {2 * i + 3}."}]} for i in range(8)]
+    args = SFTConfig(output_dir=str(tmp_path / trainer_class.__name__), use_cpu=True, bf16=False, report_to="none",
+                     seed=0, save_strategy="no", logging_steps=1, per_device_train_batch_size=4, max_steps=2,
+                     learning_rate=1e-3, assistant_only_loss=True, activation_checkpointing=False)
+    trainer = trainer_class(model=load_policy("tiny-toolcall", device="cpu"), args=args,
+                            processing_class=AutoTokenizer.from_pretrained(resolve_model("tiny-toolcall")),
+                            train_dataset=Dataset.from_list(rows))
+    rows_scored.clear()
+    trainer.train()
+    return trainer, {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+
+
+@pytest.mark.slow
+def test_fast_sft_trainer_trains_as_trls_own_projecting_only_the_reply(tmp_path, monkeypatch):
+    """FastSFTTrainer: the same losses and weights as SFTTrainer (to fp32's rounding), while TRL's fused LM head
+    projects only the reply's positions onto the vocabulary, not every position."""
+    import trl.trainer.utils as trl_utils
+    from trl import SFTTrainer
+
+    from helpers.compute.fast_trainers import FastSFTTrainer
+
+    rows_scored = []
+    apply = trl_utils._ChunkedLogProbFunction.apply
+    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
+                        lambda hidden, *a: rows_scored.append(hidden.shape[0]) or apply(hidden, *a))
+    plain, plain_weights = _sft(tmp_path, SFTTrainer, rows_scored)
+    plain_rows = list(rows_scored)
+    fast, fast_weights = _sft(tmp_path, FastSFTTrainer, rows_scored)
+
+    assert plain_rows and rows_scored and sum(rows_scored) * 5 < sum(plain_rows)   # the reply's positions only
+    plain_loss = [h["loss"] for h in plain.state.log_history if "loss" in h]
+    fast_loss = [h["loss"] for h in fast.state.log_history if "loss" in h]
+    assert len(plain_loss) == 2 and fast_loss == pytest.approx(plain_loss, rel=1e-5)
+    for name, weight in plain_weights.items():
+        assert torch.allclose(weight, fast_weights[name], rtol=1e-4, atol=1e-6), name
