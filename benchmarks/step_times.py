@@ -21,8 +21,15 @@ import sqlite3
 import statistics
 from pathlib import Path
 
-PREPARE = "profiling/Time taken: GRPOTrainer._prepare_inputs"
-LOSS = "profiling/Time taken: GRPOTrainer.compute_loss"
+# TRL names each timer after the trainer's class: GRPOTrainer, or FastGRPOTrainer (helpers.compute.fast_trainers)
+PREPARE = "._prepare_inputs"
+LOSS = ".compute_loss"
+TIMER = "profiling/Time taken: "
+
+
+def _timer(logged: dict, suffix: str) -> float | None:
+    """The value of the trainer's profiling timer ending in `suffix`, whatever the trainer class; None if absent."""
+    return next((v for k, v in logged.items() if k.startswith(TIMER) and k.endswith(suffix)), None)
 
 
 def default_db(project: str = "agent-rl-notebooks") -> Path:
@@ -42,9 +49,10 @@ def runs(db: Path, run_name: str) -> list[list[dict]]:
     found, steps, pending = [], [], {"generation": 0.0, "loss_forward": 0.0, "passes": 0}
     for (text,) in rows:
         logged = json.loads(text)
-        pending["generation"] += logged.get(PREPARE, 0.0)
-        if LOSS in logged:
-            pending["loss_forward"] += logged[LOSS]
+        pending["generation"] += _timer(logged, PREPARE) or 0.0
+        loss = _timer(logged, LOSS)
+        if loss is not None:
+            pending["loss_forward"] += loss
             pending["passes"] += 1
         if "train/step_time" not in logged:
             continue

@@ -60,7 +60,8 @@ class LoRAError(ValueError):
     """LoRA/QLoRA asked for where it cannot run; the message says what to set."""
 
 
-def load_policy(name: str, *, device: str | None = None, lora: bool | str = False, lora_rank: int = 16):
+def load_policy(name: str, *, device: str | None = None, lora: bool | str = False, lora_rank: int = 16,
+                seed: int | None = None):
     """The model a notebook trains: `name` resolved (see `resolve_model`), on `device`, optionally with LoRA.
 
     Full fine-tuning keeps fp32 weights in every precision: the trainer's bf16/fp16 is autocast over fp32
@@ -72,6 +73,8 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
     is kept in the card's 16-bit type, the adapters in fp32. `lora="qlora"` loads the base in 4 bits (CUDA and
     bitsandbytes only). A folder that holds a saved adapter (adapter_config.json) loads as base + adapter.
 
+    `seed`: torch's seed before loading, so a LoRA run's adapters start the same for the same seed.
+
     A plain transformers (or peft) model: the speed paths are the trainer's (`helpers.compute.fast_trainers`) and the
     evaluations' (`helpers.compute.generation.generate_shared`), not the model's.
     """
@@ -79,6 +82,8 @@ def load_policy(name: str, *, device: str | None = None, lora: bool | str = Fals
     from transformers import AutoModelForCausalLM
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if seed is not None:
+        torch.manual_seed(seed)
     path = resolve_model(name)
     adapter = Path(path).is_dir() and (Path(path) / "adapter_config.json").exists()
     if lora == "qlora" and device != "cuda":
