@@ -6,7 +6,10 @@ the conversion of an episode to an SFT row ("to-sft-rows") and the reward filter
     summary = run_collect(collect_cmd, out_dir, n_episodes=300)   # the real CLI as a subprocess: progress, checks
     records = load_results(out_dir)                                 # results.jsonl, one dict per episode
     n_wrong, n_failed = filter_report(records, examples, kept, requested=300, collect_output=summary.output)
+    check_rows(tokenizer, kept, shows_work=True)                    # every kept row: a valid call, its answer
     stats = length_stats(token_lengths(tokenizer, kept))            # p50 / p95 / p99 -> max_length
+
+The notebook's other plumbing (the teacher's choice and probe, the student's loading) is in sft_steps.py.
 """
 
 from __future__ import annotations
@@ -53,6 +56,17 @@ class Teacher:
     url: str | None = None           # the endpoint's base URL (endpoint only)
     port: int | None = None          # appended to url when it names no port (endpoint only)
     api_key_env: str = "OPENAI_API_KEY"
+    kind: str = ""                   # "local" (the stand-in, started by start_local) | "openai" | "endpoint"
+    shows_work: bool = False         # the stand-in writes its working before the call (start_local's show_work)
+
+    def __post_init__(self):
+        self.kind = self.kind or self.provider
+
+    @property
+    def tag(self) -> str:
+        """The teacher's part of the rollouts folder's name: its model, plus "-worked" when the stand-in shows its
+        work (those rows differ, so they must not resume into the folder of rows without it)."""
+        return self.model + ("-worked" if self.shows_work else "")
 
     @classmethod
     def openai(cls, model: str = "gpt-5-mini") -> "Teacher":
@@ -73,7 +87,9 @@ class Teacher:
                for name, value in knobs.items()}
         server = LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher",
                              env={**env, "TEACHER_MODEL": model}).start()
-        return cls.endpoint(server.base_url, model), server
+        teacher = cls.endpoint(server.base_url, model)
+        teacher.kind, teacher.shows_work = "local", bool(knobs.get("show_work"))
+        return teacher, server
 
     def describe(self) -> str:
         return f"OpenAI {self.model}" if self.provider == "openai" else f"{self.model} at {self.url}"
@@ -252,6 +268,42 @@ def require_examples(kept: list[dict], *, collected: int, failed: int, min_examp
         f"teacher answering with the `answer` tool, and correctly? Use a stronger teacher (TEACHER / "
         f"TEACHER_MODEL), lower TEACHER_MISTAKE_RATE / TEACHER_NO_TOOL_RATE for the local one, make "
         f"DATASET_CONFIG easier, or raise N_EPISODES.")
+
+
+def assistant_text(tokenizer, example: dict) -> str:
+    """The assistant turn of an SFT row as the chat template renders it: what the loss is computed on."""
+    tools = json.loads(example["tools"])
+    prompt = tokenizer.apply_chat_template(example["messages"][:2], tools=tools, tokenize=False,
+                                           add_generation_prompt=True, enable_thinking=False)
+    full = tokenizer.apply_chat_template(example["messages"], tools=tools, tokenize=False)
+    return full[len(prompt):] if full.startswith(prompt) else full.split("<|im_start|>assistant\n")[-1]
+
+
+def check_rows(tokenizer, kept: list[dict], *, shows_work: bool = False) -> dict:
+    """Check every kept row before training, with the parser the evaluation uses, and print the counts: a valid
+    `<tool_call>`, an integer answer, and either no text besides the call or (`shows_work`) working that ends in the
+    number the call submits (working that disagrees with its answer would teach the student to ignore it). The
+    tokenizer must carry TRL's qwen3 chat template byte for byte. Raises ValueError when a check fails."""
+    from helpers.chain_sum.evaluation import parse_answer_call
+    from helpers.models.offline import trl_qwen3_chat_template
+
+    if tokenizer.chat_template != trl_qwen3_chat_template():
+        raise ValueError("TRL needs its qwen3 chat template, byte for byte")
+    extra = "working ends in the answer" if shows_work else "no extra text"
+    checks = {"valid <tool_call>": 0, "integer answer": 0, extra: 0}
+    for row in kept:
+        text = assistant_text(tokenizer, row)
+        answer = parse_answer_call(text)
+        checks["valid <tool_call>"] += answer is not None
+        checks["integer answer"] += bool(answer and re.fullmatch(r"-?\d+", answer))
+        before_call = text.split("<tool_call>")[0].strip()
+        checks[extra] += (before_call.endswith(f"= {answer}.") if shows_work else before_call == "")
+    for name, count in checks.items():
+        print(f"{name:<27} {count}/{len(kept)}")
+    failed = [name for name, count in checks.items() if count != len(kept)]
+    if failed:
+        raise ValueError(f"fix the data before training: {', '.join(failed)} fails on some of the {len(kept)} rows")
+    return checks
 
 
 def render(tokenizer, example: dict) -> str:
