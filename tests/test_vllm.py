@@ -75,7 +75,8 @@ def test_gpu_profile_of_the_notebook_continues_without_vllm(notebook, monkeypatc
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     settings = resolve_settings(notebook, "gpu", quiet=True, gpu=None)   # no real card to plan for
     assert settings.use_vllm
-    namespace = {"settings": settings, "VLLM_SERVER_URL": None, "PUSH_TO_HUB": False}
+    namespace = {"settings": settings, "VLLM_SERVER_URL": None, "PUSH_TO_HUB": False, "HUB_MODEL_ID": None,
+                 "TRACKIO_SPACE_ID": None}
     exec(_vllm_statements(notebook), namespace)
     assert settings.use_vllm is False
     assert "vllm package is not installed" in capsys.readouterr().out
@@ -93,6 +94,7 @@ def test_profiles_size_vllm_with_fields_grpo_config_has(notebook):
     assert 0 < config.vllm_gpu_memory_utilization < 0.5  # colocate: training shares the GPU
     assert config.vllm_max_model_length >= settings.max_completion_length
     nb = (REPO_ROOT / "notebooks" / f"{notebook}.ipynb").read_text()
+    nb += (REPO_ROOT / "helpers" / "wordle" / "plumbing.py").read_text()   # 03's shared GRPOConfig fields live there
     assert "vllm_gpu_memory_utilization=settings.vllm_gpu_memory_utilization" in nb
 
 

@@ -245,3 +245,28 @@ def skill_bars(evaluations: dict[str, WordleEval], *, title: str = "", save_to=N
     if save_to is not None:
         fig.savefig(save_to, dpi=120)
     return fig
+
+
+class HeldOut:
+    """The held-out games of one run: `evaluate_wordle` on fixed `words` with fixed settings (the rollout class that
+    plays them, its turns, tokens per guess, chat template, precision), so every stage (base, warm start, after
+    GRPO, the probe while training) plays the same games the same way and only the model changes.
+
+        held_out = HeldOut(env_url, eval_words, player=WordleRollout, max_turns=6, max_new_tokens=16)
+        before = held_out(model, tokenizer, show=True)   # prints the skills and the first game
+    """
+
+    def __init__(self, base_url: str, words: list[str], *, player, **settings):
+        if not words:
+            raise ValueError("HeldOut needs at least one word: pass the held-out side of split_words().")
+        self.base_url, self.words, self.player, self.settings = base_url, list(words), player, settings
+
+    def __call__(self, model, tokenizer, *, words: list[str] | None = None, show: bool = False) -> WordleEval:
+        """`model` plays the held-out games (or the first few, `words`), greedily; `show`: print the result and the
+        first game's guesses and feedback."""
+        result = evaluate_wordle(model, tokenizer, self.base_url, self.words if words is None else words,
+                                 player=self.player, **self.settings)
+        if show:
+            print(result)
+            print("first game:", result.games[0]["guesses"], "->", result.games[0]["feedback"])
+        return result

@@ -235,3 +235,34 @@ def sft_rows(games: list[dict], view) -> list[dict]:
                 ids, mask = ids + turn, mask + [0] * len(turn)
         rows.append({"input_ids": ids, "assistant_masks": mask})
     return rows
+
+
+def warm_start_games(settings, teacher_url: str | None, env_url: str, train_words: list[str]):
+    """(games, kept games, server): the warm start's data. The teacher (`teacher_url`, any OpenAI-compatible
+    endpoint serving `settings.teacher_model`; None: the local scripted player, started here) plays
+    `settings.teacher_games` whole games on training words; the reward filter (`won_games`) keeps those won without
+    an invalid move and stops, with what to change, when none are left. Prints the tally and one kept game.
+    WARM_START off: nothing is played, ([], [], None). Stop `server` (None unless started here) when done."""
+    from helpers.chain_sum.sft_data import Teacher
+    from helpers.servers import LocalServer
+
+    if not settings.warm_start:
+        print("WARM_START is off: GRPO starts from the model as it is.")
+        return [], [], None
+    server = None
+    if teacher_url:
+        teacher = Teacher.endpoint(teacher_url, settings.teacher_model)
+    else:
+        server = LocalServer("helpers.wordle.teacher:create_app", factory=True, name="wordle-teacher").start()
+        teacher = Teacher.endpoint(server.base_url, settings.teacher_model)
+    # the teacher plays whole games (six guesses), whatever MAX_TURNS the rollout uses
+    games = collect_games(teacher, env_url, train_words, n_games=settings.teacher_games, seed=settings.seed)
+    kept = won_games(games)
+    print(f"{teacher.describe()} played {len(games)} games: won {sum(g['won'] for g in games)}, "
+          f"{sum(g['turns'] for g in games) / len(games):.1f} guesses a game; "
+          f"{len(kept)} kept (won without an invalid move)")
+    game = kept[0]
+    print(f"one game (secret {game['word']!r}):")
+    for message in game["messages"][2:]:
+        print("  " + ("guess: " if message["role"] == "assistant" else "game:  ") + message["content"].replace("\n", " | "))
+    return games, kept, server
