@@ -140,9 +140,10 @@ def describe_target(target: str, ors: LocalORSServer | None) -> None:
         print(f"  {var} = {os.environ.get(var)}")
 
 
-def check_splits(target: str, eval_split: str, *, env_name: str = "CalculatorEnv") -> list[str]:
-    """The splits of the ORS environment at `target`; a ValueError naming the knob if it lacks `train` (what the
-    spec trains on) or `eval_split` (the held-out evaluation), so a wrong EVAL_SPLIT stops before anything slow.
+def check_splits(target: str, eval_split: str, *, env_name: str = "CalculatorEnv") -> None:
+    """A ValueError naming the knob if the ORS environment at `target` lacks the split `train` (what the spec
+    trains on) or `eval_split` (the held-out evaluation), so a wrong EVAL_SPLIT stops before anything slow.
+    Returns nothing (a notebook cell ending with it shows nothing).
 
     `target`: a URL (a single-environment server: `env_name` reaches its only environment) or a catalog name."""
     from openreward import OpenReward
@@ -155,4 +156,3 @@ def check_splits(target: str, eval_split: str, *, env_name: str = "CalculatorEnv
     if eval_split not in splits or "train" not in splits:
         raise ValueError(f"{target} has the splits {splits}: training reads 'train' and EVAL_SPLIT={eval_split!r} "
                          f"must be one of them. Set EVAL_SPLIT to a held-out split it has.")
-    return splits
