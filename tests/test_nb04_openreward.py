@@ -162,3 +162,146 @@ def test_notebook_04_tiny_run_records_sane_metrics(notebook_runner, monkeypatch)
     episodes = metrics["env_episodes"]
     assert episodes["rollouts"] == metrics["steps"] * metrics["generation_batch_size"] and episodes["failed"] == 0
     assert episodes["scored"] <= episodes["rollouts"]
+
+
+# --- the helpers notebook 04 calls in one named line each (helpers/openreward/) ------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_settings():
+    from helpers.profiles import resolve_settings
+
+    return resolve_settings("04_openreward_spec", "tiny", quiet=True, precision="fp32", report_to="none")
+
+
+@pytest.fixture(scope="module")
+def student(tiny_settings):
+    """The notebook's model cell: load_student on the tiny profile (tiny-toolcall, fp32)."""
+    from helpers.openreward.policy import load_student
+
+    return load_student("04_openreward_spec", tiny_settings)
+
+
+def test_describe_target_prints_the_target_its_log_and_the_sdk_variables(ors, capsys):
+    from helpers.openreward.local import describe_target
+
+    describe_target(ors.url, ors)
+    out = capsys.readouterr().out
+    assert out.startswith(f"ORS target: {ors.url} (local calculator_env server; its log: ")
+    for var in ("OPENREWARD_API_URL", "OPENREWARD_SESSION_URL"):
+        assert f"  {var} = {ors.url}" in out
+    describe_target("Org/Env", None)   # the catalog: nothing started, no log named
+    assert capsys.readouterr().out.startswith("ORS target: Org/Env \n")
+
+
+def test_check_splits_passes_train_and_test_and_names_the_knob_for_a_missing_split(ors):
+    from helpers.openreward.local import check_splits
+
+    check_splits(ors.url, "test")     # calculator_env has train and test: no error
+    check_splits(ors.url, "train")
+    with pytest.raises(ValueError, match=r"EVAL_SPLIT='validation' must be one of them\. Set EVAL_SPLIT"):
+        check_splits(ors.url, "validation")
+
+
+def test_load_student_gives_model_tokenizer_and_precision_and_prints_them(student, tiny_settings):
+    from helpers.openreward.policy import load_student
+    from helpers.profiles import Settings
+
+    model, tokenizer, precision = student
+    assert precision.precision == "fp32" and tokenizer.chat_template
+    assert sum(p.numel() for p in model.parameters()) > 0
+    with pytest.raises(ValueError, match="no model to load"):
+        load_student("04_openreward_spec", Settings({**tiny_settings, "model": None}))
+
+
+def test_show_model_prompt_renders_the_tools_and_the_task_and_checks_the_answer_is_absent(spec, student, capsys):
+    from calculator_env import true_answer
+    from helpers.openreward.evaluation import show_model_prompt
+
+    _, tokenizer, _ = student
+    env = spec.environment_factory()
+    row = spec.train_dataset[1]
+    seen = show_model_prompt(tokenizer, env, env.reset(**row), row=row)
+    close_episode(env)
+    out = capsys.readouterr().out
+    assert row["expression"] in seen and '"name": "calculate"' in seen and seen in out
+    assert f"answer {true_answer(row)} is not in the prompt" in out
+    with pytest.raises(AssertionError, match="leaked"):
+        show_model_prompt(tokenizer, env, f"What is {row['expression']}? It is {true_answer(row)}.", row=row)
+
+
+def test_play_teacher_and_sft_warm_start_train_on_the_rewarded_episodes(ors, spec, student, tiny_settings, capsys,
+                                                                       monkeypatch, tmp_path):
+    """The warm start as the notebook calls it: the local teacher plays 24 train tasks through ORS, the rewarded
+    ones (some with `calculate`, some without) are kept and printed; one SFT epoch on them changes the weights."""
+    import torch
+    from helpers.openreward.warm_start import WarmStartData, play_teacher, sft_warm_start
+    from trl import SFTTrainer
+
+    monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path))   # the SFT trainer's output folder
+    model, tokenizer, precision = student
+    warm = play_teacher(ors.url, tiny_settings, seed=0)
+    try:
+        out = capsys.readouterr().out
+        assert warm.stats["episodes"] == 24 and warm.stats["errors"] == 0 and warm.teacher_server is not None
+        assert warm.kept == [e for e in warm.episodes if e.reward == 1.0]
+        assert 0 < warm.stats["rewarded_with_calculate"] < len(warm.kept)
+        assert "-> calculate(" in out and "[tool] '" in out   # the kept episode with the calculator, shown
+        weights = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        env = spec.environment_factory()
+        seconds = sft_warm_start(SFTTrainer, model, tokenizer, warm, environment_tools(env), notebook="nb04-test",
+                                 settings=tiny_settings, precision=precision, seed=0)
+        assert seconds > 0 and f"SFT: {len(warm.kept)} episodes" in capsys.readouterr().out
+        assert any(not torch.equal(a, b) for a, b in zip(weights, (p for p in model.parameters() if p.requires_grad)))
+        with pytest.raises(TypeError, match="SFTTrainer or a subclass"):
+            sft_warm_start(object, model, tokenizer, warm, [], notebook="x", settings=tiny_settings, precision=precision)
+        with pytest.raises(ValueError, match="no kept teacher episodes"):
+            sft_warm_start(SFTTrainer, model, tokenizer, WarmStartData(), [], notebook="x", settings=tiny_settings,
+                           precision=precision)
+    finally:
+        warm.stop()
+    assert warm.teacher_server is None
+
+
+def test_play_teacher_refuses_a_catalog_target_and_skips_without_a_warm_start(tiny_settings, capsys):
+    from helpers.openreward.warm_start import play_teacher, sft_warm_start
+
+    with pytest.raises(ValueError, match="set WARM_START=False"):
+        play_teacher("Eigent/SETA", tiny_settings)
+    from helpers.profiles import Settings
+
+    off = Settings({**tiny_settings, "warm_start": False})
+    warm = play_teacher("Eigent/SETA", off)
+    assert warm.kept == [] and warm.stats == {} and warm.teacher_server is None
+    assert "WARM_START=False: training starts from tiny-toolcall as it is" in capsys.readouterr().out
+    assert sft_warm_start(None, None, None, warm, [], notebook="x", settings=off, precision=None) == 0.0
+    warm.stop()   # nothing to stop: no error
+
+
+def test_split_evaluator_scores_the_held_out_split_and_probes_another_model(ors, spec, student, tiny_settings):
+    from helpers.openreward.evaluation import split_evaluator, watch_training
+
+    model, tokenizer, precision = student
+    evaluate = split_evaluator(model, tokenizer, ors.url, split="test", settings=tiny_settings, precision=precision)
+    result = evaluate(progress=False)
+    assert result.split == "test" and result.n == tiny_settings.eval_tasks == 6
+    assert set(result.by_difficulty) == {"easy", "medium", "hard"} and 0.0 <= result.accuracy <= 1.0
+    probe = evaluate(model, n=3, progress=False)   # the watch's probe: another model, fewer tasks
+    assert probe.n == 3
+    watch = watch_training(evaluate, tiny_settings)
+    assert watch.probe_every == max(1, tiny_settings.max_steps // 3)
+    assert 0.0 <= watch.probe(model) <= 1.0   # 9 held-out tasks, greedy: an accuracy
+    with pytest.raises(ValueError, match="EVAL_SPLIT"):
+        split_evaluator(model, tokenizer, ors.url, split="", settings=tiny_settings, precision=precision)
+
+
+def test_ors_preflight_samples_groups_and_skips_or_refuses_by_preflight_n(spec, student, tiny_settings, capsys):
+    from helpers.openreward.evaluation import ors_preflight
+    from helpers.profiles import Settings
+
+    model, tokenizer, precision = student
+    result = ors_preflight(model, tokenizer, spec, tiny_settings, precision)
+    assert result.as_metrics()["preflight_n"] == 2 and result.as_metrics()["preflight_k"] == 2
+    assert str(result) in capsys.readouterr().out
+    assert ors_preflight(model, tokenizer, spec, Settings({**tiny_settings, "preflight_n": 0}), precision) is None
+    with pytest.raises(ValueError, match="PREFLIGHT_N=99 is more than the 12 training tasks"):
+        ors_preflight(model, tokenizer, spec, Settings({**tiny_settings, "preflight_n": 99}), precision)

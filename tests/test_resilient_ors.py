@@ -11,7 +11,6 @@ undisturbed episode's reward, or counted failed with reward 0. Last, a tiny GRPO
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -79,10 +78,13 @@ def play(env, row, answer=None, fault=None):
 
 
 def test_the_notebook_trains_through_resilient_sessions():
-    """The trainer cell hands GRPOTrainer `resilient_sessions(spec)`: what these tests run is what it runs."""
-    cells = json.loads((NOTEBOOKS_DIR / f"{NB}.ipynb").read_text())["cells"]
-    trainer_cell = next("".join(c["source"]) for c in cells if "GRPOTrainer(" in "".join(c["source"])
-                        and c["cell_type"] == "code" and "trainer = GRPOTrainer(" in "".join(c["source"]))
+    """The trainer cell (tagged "trainer") hands GRPOTrainer, or FastGRPOTrainer, its subclass, `resilient_sessions(spec)`:
+    what these tests run is what it runs."""
+    from tools.notebooks import cell_source
+
+    trainer_cell = cell_source(NOTEBOOKS_DIR / f"{NB}.ipynb", "trainer")
+    assert "trainer_class = GRPOTrainer if PLAIN_TRL else FastGRPOTrainer" in trainer_cell
+    assert "trainer = trainer_class(" in trainer_cell
     assert re.search(r"environment_factory=resilient_sessions\(spec\)", trainer_cell)
     assert "from helpers.openreward.resilient import resilient_sessions" in trainer_cell
 

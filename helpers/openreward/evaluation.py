@@ -166,3 +166,71 @@ def diagnose_tool_use(before: SplitEvalResult, after: SplitEvalResult, tool: str
         return f"{seen}: the policy learned from the reward alone to reach for `{tool}` more often."
     return (f"{seen}: no shift toward the tool. Train longer (TRAIN_MINUTES, MAX_STEPS), raise LEARNING_RATE, or "
             "raise NUM_GENERATIONS so more groups mix rollouts with and without it.")
+
+
+def split_evaluator(model, tokenizer, target: str, *, split: str, settings, precision):
+    """Notebook 04's evaluation, set up once: `evaluate()` scores `model` on the first `settings.eval_tasks`
+    tasks of `split` (`evaluate_on_split`, `settings.max_tool_calling_iterations` tool turns plus the closing
+    reply, `settings.eval_max_new_tokens` a turn), in the trainer's `precision`, so before and after compare.
+
+    `evaluate(policy, n=9, progress=False)` scores another model (the one the trainer holds) on fewer tasks:
+    the probe the alarms read while it trains."""
+    if not split:
+        raise ValueError("split: name the held-out ORS split to evaluate on (EVAL_SPLIT), e.g. 'test'")
+
+    def evaluate(policy=None, *, n: int | None = None, progress: bool = True) -> SplitEvalResult:
+        return evaluate_on_split(model if policy is None else policy, tokenizer, target, split=split,
+                                 n=settings.eval_tasks if n is None else n,
+                                 max_turns=settings.max_tool_calling_iterations + 1,
+                                 max_new_tokens=settings.eval_max_new_tokens,
+                                 precision=precision.precision, progress=progress)
+
+    return evaluate
+
+
+def show_model_prompt(tokenizer, environment, task_prompt: str, *, row: dict | None = None) -> str:
+    """Print (and return) the full prompt the model sees for one task: the chat template over the task prompt with
+    the environment's tools (their JSON schemas), thinking off as in training. Given the task `row` of the local
+    calculator_env, also check that its answer is nowhere in it (AssertionError if it leaked)."""
+    import re
+
+    seen = tokenizer.apply_chat_template([{"role": "user", "content": task_prompt}],
+                                         tools=environment_tools(environment), tokenize=False,
+                                         add_generation_prompt=True, enable_thinking=False)
+    print(seen)
+    if row is not None:
+        from calculator_env import true_answer
+
+        assert str(true_answer(row)) not in re.findall(r"-?\d+", seen), "the answer leaked into the prompt"
+        print("answer", true_answer(row), "is not in the prompt: the model has to compute it")
+    return seen
+
+
+def ors_preflight(model, tokenizer, spec, settings, precision):
+    """Before GRPO: `settings.num_generations` sampled rollouts (at the training temperature) for each of the first
+    `settings.preflight_n` training tasks, scored by the environment; prints and returns pass@k and the share of
+    mixed groups (`helpers.chain_sum.preflight.Preflight`), or None when `settings.preflight_n` is 0."""
+    from helpers.chain_sum.preflight import ors_sampler, preflight
+
+    if not settings.preflight_n:
+        return None
+    if settings.preflight_n > len(spec.train_dataset):
+        raise ValueError(f"PREFLIGHT_N={settings.preflight_n} is more than the {len(spec.train_dataset)} training "
+                         "tasks (NUM_TASKS): lower it, or 0 to skip the preflight")
+    sample = ors_sampler(model, tokenizer, spec, max_turns=settings.max_tool_calling_iterations + 1,
+                         max_new_tokens=settings.eval_max_new_tokens, precision=precision.precision, progress=True)
+    result = preflight(sample, list(spec.train_dataset.select(range(settings.preflight_n))),
+                       k=settings.num_generations, temperature=settings.temperature)
+    print(result)
+    return result
+
+
+def watch_training(evaluate, settings):
+    """The alarms while GRPO trains (`helpers.reporting.alarms.RunWatch`): every few steps `evaluate` (a
+    `split_evaluator`) probes 9 held-out tasks (3 a difficulty), greedy; it raises an alarm if the training reward
+    climbs while they fall, or if the tool calls vanish; the judge recomputes each answer from its question, for
+    the gallery of rewarded rollouts that are wrong."""
+    from helpers.reporting.alarms import RunWatch, judge_arithmetic
+
+    return RunWatch(probe=lambda m: evaluate(m, n=9, progress=False).accuracy,
+                    probe_every=max(1, settings.max_steps // 3), judge=judge_arithmetic)

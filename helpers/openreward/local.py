@@ -129,3 +129,30 @@ def open_ors_target(target: str | None, app: str = DEFAULT_APP) -> tuple[str, Lo
                          f"(get one at https://openreward.ai) and a network. Set it, or leave ORS_TARGET None "
                          f"to train against the local calculator_env server.")
     return target, None
+
+
+def describe_target(target: str, ors: LocalORSServer | None) -> None:
+    """Print where `OpenRewardSpec` will connect and the `OPENREWARD_*` variables the SDK reads (notebook 04's
+    check that the helper pointed the SDK at the local server, or left the catalog's variables alone)."""
+    local = ors is not None and ors.started_locally
+    print("ORS target:", target, f"(local calculator_env server; its log: {ors.server.log_path})" if local else "")
+    for var in ("OPENREWARD_API_URL", "OPENREWARD_SESSION_URL", "OPENREWARD_DISABLE_UPDATE_CHECK"):
+        print(f"  {var} = {os.environ.get(var)}")
+
+
+def check_splits(target: str, eval_split: str, *, env_name: str = "CalculatorEnv") -> None:
+    """A ValueError naming the knob if the ORS environment at `target` lacks the split `train` (what the spec
+    trains on) or `eval_split` (the held-out evaluation), so a wrong EVAL_SPLIT stops before anything slow.
+    Returns nothing (a notebook cell ending with it shows nothing).
+
+    `target`: a URL (a single-environment server: `env_name` reaches its only environment) or a catalog name."""
+    from openreward import OpenReward
+
+    client = OpenReward(base_url=target) if "://" in target else OpenReward()
+    try:
+        splits = client.environments.get(env_name if "://" in target else target).list_splits()
+    finally:
+        client.close()
+    if eval_split not in splits or "train" not in splits:
+        raise ValueError(f"{target} has the splits {splits}: training reads 'train' and EVAL_SPLIT={eval_split!r} "
+                         f"must be one of them. Set EVAL_SPLIT to a held-out split it has.")

@@ -154,3 +154,102 @@ def to_sft_row(episode: TeacherEpisode, tools_json: str) -> dict:
     while messages and messages[-1]["role"] != "assistant":
         messages.pop()
     return {"messages": messages, "tools": tools_json}
+
+
+@dataclass
+class WarmStartData:
+    """What the teacher left for the warm start: every episode, the rewarded ones SFT trains on, the counts for
+    the run record, and the local teacher's server (None for an endpoint or no warm start), stopped by `stop()`."""
+
+    episodes: list[TeacherEpisode] = field(default_factory=list)
+    kept: list[TeacherEpisode] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+    teacher_server: object = None
+
+    def stop(self) -> None:
+        """Stop the local teacher's server, if one was started."""
+        if self.teacher_server is not None:
+            self.teacher_server.stop()
+            self.teacher_server = None
+
+
+def show_episode(episode: TeacherEpisode) -> None:
+    """Print one teacher episode as the model will learn it: each message, with its tool calls."""
+    print(f"\n{episode.task['difficulty']} task, reward {episode.reward}:")
+    for message in episode.messages:
+        calls = [f"{c['function']['name']}({c['function']['arguments']})" for c in message.get("tool_calls", [])]
+        print(f"  [{message['role']}] {message['content']!r}" + (f" -> {', '.join(calls)}" if calls else ""))
+
+
+def play_teacher(target: str, settings, *, endpoint: str | None = None, model: str = "arithmetic-teacher",
+                 seed: int = 0, split: str = "train") -> WarmStartData:
+    """Notebook 04's teacher episodes: when `settings.warm_start`, a teacher plays `settings.teacher_episodes`
+    tasks of `split` through ORS and the environment's reward picks the episodes SFT keeps.
+
+    The teacher is the OpenAI-compatible `endpoint` (serving `model`), or, when None, the local stand-in
+    (`helpers.chain_sum.local_teacher`, started here: it calls `calculate` in `settings.teacher_calculate_share`
+    of the tasks and errs at `settings.teacher_mistake_rate` when it does not). Prints the counts and one kept
+    episode with `calculate` and one without. A catalog `target` (no URL) raises ValueError: the teacher plays on
+    an ORS server by URL; the kept episodes failing `check_warm_start_data` raise WarmStartDataError."""
+    from helpers.chain_sum.sft_data import Teacher
+
+    if not settings.warm_start:
+        print("WARM_START=False: training starts from", settings.model, "as it is")
+        return WarmStartData()
+    if "://" not in target:
+        raise ValueError(f"WARM_START plays teacher episodes on an ORS server by URL (the local calculator_env or "
+                         f"your own); for the catalog environment {target!r} set WARM_START=False (the gpu "
+                         f"profile's choice).")
+    data = WarmStartData()
+    if endpoint:
+        teacher = Teacher.endpoint(endpoint, model)
+    else:
+        teacher, data.teacher_server = Teacher.start_local(
+            model, calculate_share=settings.teacher_calculate_share, seed=seed,
+            mistake_rate=settings.teacher_mistake_rate)
+    data.episodes = collect_ors_episodes(target, teacher, n=settings.teacher_episodes, split=split)
+    data.kept = [e for e in data.episodes if e.reward == 1.0]   # the environment's verdict is the filter
+    data.stats = describe_episodes(data.episodes)
+    print(data.stats)
+    check_warm_start_data(data.kept, collected=len(data.episodes), episodes=data.episodes)   # clear error + knob
+    show_episode(next(e for e in data.kept if e.called_calculate))
+    show_episode(next(e for e in data.kept if not e.called_calculate))
+    return data
+
+
+def sft_warm_start(sft_class, model, tokenizer, data: WarmStartData, tools: list, *, notebook: str, settings,
+                   precision, seed: int = 0) -> float:
+    """One epoch of SFT (`sft_class`: TRL's SFTTrainer or FastSFTTrainer) on the kept teacher episodes; returns its
+    seconds (0.0 without a warm start, when nothing is trained).
+
+    Each episode becomes a conversation with `tools` (the spec adapter's methods, so the tools render exactly as
+    the trainer will show them), the loss on the assistant turns only. The model is trained in place; prints the
+    steps, seconds and final loss."""
+    import time
+
+    from datasets import Dataset
+    from transformers.utils import get_json_schema
+    from trl import SFTConfig, SFTTrainer
+
+    from helpers.reporting.tracking import trainer_io
+
+    if not settings.warm_start:
+        return 0.0
+    if not (isinstance(sft_class, type) and issubclass(sft_class, SFTTrainer)):
+        raise TypeError(f"sft_class must be SFTTrainer or a subclass (FastSFTTrainer), not {sft_class!r}")
+    if not data.kept:
+        raise ValueError("the warm start has no kept teacher episodes to train on: run play_teacher first "
+                         "(with WARM_START on), or set WARM_START=False")
+    tools_json = json.dumps([get_json_schema(tool) for tool in tools])
+    sft_dataset = Dataset.from_list([to_sft_row(e, tools_json) for e in data.kept])
+    sft = sft_class(model=model, processing_class=tokenizer, train_dataset=sft_dataset, args=SFTConfig(
+        **trainer_io(notebook, "sft", settings, precision, seed=seed, logging_steps=2, report_to="none"),
+        num_train_epochs=1, per_device_train_batch_size=settings.sft_batch_size,
+        learning_rate=settings.sft_learning_rate, lr_scheduler_type="cosine", warmup_steps=2, max_length=1024,
+        assistant_only_loss=True))
+    started = time.perf_counter()
+    sft.train()
+    seconds = time.perf_counter() - started
+    print(f"SFT: {len(sft_dataset)} episodes, {sft.state.global_step} steps in {seconds:.0f} s, "
+          f"final loss {sft.state.log_history[-1].get('train_loss', float('nan')):.3f}")
+    return seconds
