@@ -1,4 +1,4 @@
-"""Notebook 03's plumbing, each function as the notebook calls it: the preflight, the model loading, the fields the
+"""Notebook 03's plumbing, each function as the notebook calls it: the option checks, the model loading, the fields the
 trainers share, the environment servers, the echo warm-up's report, the held-out games, the teacher's games, the
 warm start's SFT and the alarms (helpers/wordle/plumbing.py, helpers/wordle/evaluation.py, helpers/wordle/teacher.py).
 """
@@ -38,31 +38,31 @@ def wordle_url(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------- before anything slow
-def test_preflight_prints_the_generation_mode_and_returns_the_vllm_decision(capsys):
+def test_check_options_prints_the_generation_mode_and_returns_the_vllm_decision(capsys):
     settings = tiny()
-    assert plumbing.preflight(settings, None, False, None, None) is False
+    assert plumbing.check_options(settings, None, False, None, None) is False
     assert "generation: transformers generate (no vLLM)" in capsys.readouterr().out
     assert plumbing.generation_mode(settings) == "transformers generate (no vLLM)"
     settings.use_vllm, settings.vllm_mode = True, "server"
     assert plumbing.generation_mode(settings) == "vLLM server"
 
 
-def test_preflight_stops_what_cannot_work_with_what_to_set(monkeypatch):
+def test_check_options_stops_what_cannot_work_with_what_to_set(monkeypatch):
     from helpers.compute import vllm_check
     from helpers.reporting.publish import PublishError
 
     with pytest.raises(PublishError, match="PUSH_TO_HUB=True needs HUB_MODEL_ID"):
-        plumbing.preflight(tiny(), push_to_hub=True, hub_model_id=None)
+        plumbing.check_options(tiny(), push_to_hub=True, hub_model_id=None)
     bad = tiny()
     bad.vllm_mode = "remote"
     with pytest.raises(ValueError, match="VLLM_MODE must be 'colocate' or 'server', not 'remote'"):
-        plumbing.preflight(bad)
+        plumbing.check_options(bad)
     monkeypatch.setattr(vllm_check, "decide_use_vllm", lambda wanted, **kw: True)   # as on a GPU with vLLM
     server = tiny()
     server.vllm_mode = "server"
     with pytest.raises(ValueError, match="VLLM_MODE='server' needs VLLM_SERVER_URL"):
-        plumbing.preflight(server)
-    assert plumbing.preflight(server, "http://localhost:8000") is True
+        plumbing.check_options(server)
+    assert plumbing.check_options(server, "http://localhost:8000") is True
 
 
 # ---------------------------------------------------------------------- the model and the trainers' shared fields
@@ -76,15 +76,11 @@ def test_load_models_checks_memory_loads_and_prints_each_decision(capsys):
     assert tokenizer.name_or_path == model_path and next(model.parameters()).dtype.is_floating_point
 
 
-def test_trainer_args_share_io_sampling_vllm_and_template_and_let_overrides_win(tmp_path, monkeypatch):
+def test_trainer_args_give_each_trainer_its_folder_logging_and_template(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path))
     settings = tiny(enable_thinking=False)
     args = plumbing.TrainerArgs(NOTEBOOK, settings, FP32, None, "http://unused:8000")
-    config = args.grpo("wordle", max_steps=3, temperature=0.5, num_generations=2, per_device_train_batch_size=2)
-    assert config.output_dir.endswith(f"{NOTEBOOK}/wordle") and config.max_steps == 3
-    assert config.temperature == 0.5 and config.learning_rate == settings.learning_rate   # override, shared
-    assert config.chat_template_kwargs == {"enable_thinking": False} == args.chat_template_kwargs
-    assert config.vllm_server_base_url is None   # colocate: the server URL is not passed on
+    assert args.chat_template_kwargs == {"enable_thinking": False}
     assert args.io("sft")["output_dir"].endswith(f"{NOTEBOOK}/sft") and args.io("sft")["seed"] == settings.seed
     assert plumbing.TrainerArgs(NOTEBOOK, tiny(), FP32).chat_template_kwargs == (
         {} if tiny().enable_thinking is None else {"enable_thinking": tiny().enable_thinking})
@@ -163,9 +159,9 @@ def test_warm_start_games_off_plays_nothing(capsys):
     assert "WARM_START is off" in capsys.readouterr().out
     base = object()
     args = plumbing.TrainerArgs(NOTEBOOK, tiny(warm_start=False), FP32)
-    assert plumbing.warm_start_sft(None, None, None, [], args, None, base) == (0.0, base)
+    assert plumbing.warm_start_sft(None, None, None, None, [], args, None, base) == (0.0, base)
     with pytest.raises(ValueError, match="kept games"):
-        plumbing.warm_start_sft(None, None, None, [], plumbing.TrainerArgs(NOTEBOOK, tiny(warm_start=True), FP32),
+        plumbing.warm_start_sft(None, None, None, None, [], plumbing.TrainerArgs(NOTEBOOK, tiny(warm_start=True), FP32),
                                 None, base)
 
 
@@ -174,7 +170,7 @@ def test_warm_start_games_and_sft_as_the_notebook_runs_them(wordle_url, tmp_path
     """The local teacher plays, its won games are kept and printed; one epoch of SFT on them, then the held-out
     games again, compared game by game with the base model's."""
     from transformers import AutoTokenizer
-    from trl import SFTTrainer
+    from trl import SFTConfig, SFTTrainer
 
     from helpers.models import load_policy
     from helpers.models.offline import resolve_model
@@ -198,7 +194,8 @@ def test_warm_start_games_and_sft_as_the_notebook_runs_them(wordle_url, tmp_path
                        chat_template_kwargs=args.chat_template_kwargs, precision="fp32")
     base = held_out(model, tokenizer, show=True)
     assert "2 held-out games, greedy:" in capsys.readouterr().out
-    seconds, warm = plumbing.warm_start_sft(SFTTrainer, model, tokenizer, kept, args, held_out, base)
+    config = SFTConfig(**args.io("sft"), num_train_epochs=1, per_device_train_batch_size=2, max_length=None)
+    seconds, warm = plumbing.warm_start_sft(SFTTrainer, config, model, tokenizer, kept, args, held_out, base)
     out = capsys.readouterr().out
     assert seconds > 0 and warm.words == base.words
     assert "SFT: " in out and "warm start - base model, on the same held-out words:" in out and "first game:" in out

@@ -235,7 +235,9 @@ def test_play_teacher_and_sft_warm_start_train_on_the_rewarded_episodes(ors, spe
     ones (some with `calculate`, some without) are kept and printed; one SFT epoch on them changes the weights."""
     import torch
     from helpers.openreward.warm_start import WarmStartData, play_teacher, sft_warm_start
-    from trl import SFTTrainer
+    from trl import SFTConfig, SFTTrainer
+
+    from helpers.reporting.tracking import trainer_io
 
     monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path))   # the SFT trainer's output folder
     model, tokenizer, precision = student
@@ -248,15 +250,16 @@ def test_play_teacher_and_sft_warm_start_train_on_the_rewarded_episodes(ors, spe
         assert "-> calculate(" in out and "[tool] '" in out   # the kept episode with the calculator, shown
         weights = [p.detach().clone() for p in model.parameters() if p.requires_grad]
         env = spec.environment_factory()
-        seconds = sft_warm_start(SFTTrainer, model, tokenizer, warm, environment_tools(env), notebook="nb04-test",
-                                 settings=tiny_settings, precision=precision, seed=0)
+        config = SFTConfig(**trainer_io("nb04-test", "sft", tiny_settings, precision, seed=0, report_to="none"),
+                           num_train_epochs=1, per_device_train_batch_size=2, max_length=1024, assistant_only_loss=True)
+        seconds = sft_warm_start(SFTTrainer, config, model, tokenizer, warm, environment_tools(env),
+                                 settings=tiny_settings)
         assert seconds > 0 and f"SFT: {len(warm.kept)} episodes" in capsys.readouterr().out
         assert any(not torch.equal(a, b) for a, b in zip(weights, (p for p in model.parameters() if p.requires_grad)))
         with pytest.raises(TypeError, match="SFTTrainer or a subclass"):
-            sft_warm_start(object, model, tokenizer, warm, [], notebook="x", settings=tiny_settings, precision=precision)
+            sft_warm_start(object, config, model, tokenizer, warm, [], settings=tiny_settings)
         with pytest.raises(ValueError, match="no kept teacher episodes"):
-            sft_warm_start(SFTTrainer, model, tokenizer, WarmStartData(), [], notebook="x", settings=tiny_settings,
-                           precision=precision)
+            sft_warm_start(SFTTrainer, config, model, tokenizer, WarmStartData(), [], settings=tiny_settings)
     finally:
         warm.stop()
     assert warm.teacher_server is None
@@ -273,7 +276,7 @@ def test_play_teacher_refuses_a_catalog_target_and_skips_without_a_warm_start(ti
     warm = play_teacher("Eigent/SETA", off)
     assert warm.kept == [] and warm.stats == {} and warm.teacher_server is None
     assert "WARM_START=False: training starts from tiny-toolcall as it is" in capsys.readouterr().out
-    assert sft_warm_start(None, None, None, warm, [], notebook="x", settings=off, precision=None) == 0.0
+    assert sft_warm_start(None, None, None, None, warm, [], settings=off) == 0.0
     warm.stop()   # nothing to stop: no error
 
 

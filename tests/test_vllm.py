@@ -94,7 +94,6 @@ def test_profiles_size_vllm_with_fields_grpo_config_has(notebook):
     assert 0 < config.vllm_gpu_memory_utilization < 0.5  # colocate: training shares the GPU
     assert config.vllm_max_model_length >= settings.max_completion_length
     nb = (REPO_ROOT / "notebooks" / f"{notebook}.ipynb").read_text()
-    nb += (REPO_ROOT / "helpers" / "wordle" / "plumbing.py").read_text()   # 03's shared GRPOConfig fields live there
     assert "vllm_gpu_memory_utilization=settings.vllm_gpu_memory_utilization" in nb
 
 

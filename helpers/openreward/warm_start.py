@@ -217,10 +217,9 @@ def play_teacher(target: str, settings, *, endpoint: str | None = None, model: s
     return data
 
 
-def sft_warm_start(sft_class, model, tokenizer, data: WarmStartData, tools: list, *, notebook: str, settings,
-                   precision, seed: int = 0) -> float:
-    """One epoch of SFT (`sft_class`: TRL's SFTTrainer or FastSFTTrainer) on the kept teacher episodes; returns its
-    seconds (0.0 without a warm start, when nothing is trained).
+def sft_warm_start(sft_class, sft_config, model, tokenizer, data: WarmStartData, tools: list, *, settings) -> float:
+    """SFT (`sft_class`: TRL's SFTTrainer or FastSFTTrainer, with the notebook's `sft_config`) on the kept teacher
+    episodes; returns its seconds (0.0 without a warm start, when nothing is trained).
 
     Each episode becomes a conversation with `tools` (the spec adapter's methods, so the tools render exactly as
     the trainer will show them), the loss on the assistant turns only. The model is trained in place; prints the
@@ -229,9 +228,7 @@ def sft_warm_start(sft_class, model, tokenizer, data: WarmStartData, tools: list
 
     from datasets import Dataset
     from transformers.utils import get_json_schema
-    from trl import SFTConfig, SFTTrainer
-
-    from helpers.reporting.tracking import trainer_io
+    from trl import SFTTrainer
 
     if not settings.warm_start:
         return 0.0
@@ -242,11 +239,7 @@ def sft_warm_start(sft_class, model, tokenizer, data: WarmStartData, tools: list
                          "(with WARM_START on), or set WARM_START=False")
     tools_json = json.dumps([get_json_schema(tool) for tool in tools])
     sft_dataset = Dataset.from_list([to_sft_row(e, tools_json) for e in data.kept])
-    sft = sft_class(model=model, processing_class=tokenizer, train_dataset=sft_dataset, args=SFTConfig(
-        **trainer_io(notebook, "sft", settings, precision, seed=seed, logging_steps=2, report_to="none"),
-        num_train_epochs=1, per_device_train_batch_size=settings.sft_batch_size,
-        learning_rate=settings.sft_learning_rate, lr_scheduler_type="cosine", warmup_steps=2, max_length=1024,
-        assistant_only_loss=True))
+    sft = sft_class(model=model, processing_class=tokenizer, train_dataset=sft_dataset, args=sft_config)
     started = time.perf_counter()
     sft.train()
     seconds = time.perf_counter() - started

@@ -2,15 +2,15 @@
 
 What stays in the notebook is what the tutorial teaches (the rollout functions, the reward functions, the trainers);
 what lives here is what a run needs around them and no lesson is about: checks before anything slow, model loading
-with its memory check and precision, the fields all four trainer configs share, the environment servers, the
-warm start's SFT, and the alarms while GRPO trains.
+with its memory check and precision, where each trainer writes and logs, the environment servers, the warm start's
+SFT, and the alarms while GRPO trains.
 
     from helpers.wordle import plumbing
 
-    settings.use_vllm = plumbing.preflight(settings, VLLM_SERVER_URL, PUSH_TO_HUB, HUB_MODEL_ID, TRACKIO_SPACE_ID)
+    settings.use_vllm = plumbing.check_options(settings, VLLM_SERVER_URL, PUSH_TO_HUB, HUB_MODEL_ID, TRACKIO_SPACE_ID)
     model, tokenizer, precision, model_path, echo_model_path = plumbing.load_models(NOTEBOOK, settings)
     trainer_args = plumbing.TrainerArgs(NOTEBOOK, settings, precision, TRACKIO_SPACE_ID, VLLM_SERVER_URL)
-    GRPOTrainer(..., args=trainer_args.grpo("wordle", max_steps=...))
+    SFTConfig(**trainer_args.io("sft"), ...)   # the notebook's grpo_config does the same for each GRPOConfig
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ VLLM_MODES = ("colocate", "server")
 EVAL_SESSIONS = 72   # the held-out evaluation's 64 games at once, the teacher's game and yours, with room to spare
 
 
-def preflight(settings, vllm_server_url: str | None = None, push_to_hub: bool = False,
+def check_options(settings, vllm_server_url: str | None = None, push_to_hub: bool = False,
               hub_model_id: str | None = None, trackio_space_id: str | None = None) -> bool:
     """Check before anything slow: a push that cannot happen, an unreachable trackio Space, vLLM without a CUDA GPU
     or its package, a bad VLLM_MODE and server mode without VLLM_SERVER_URL each stop here with what to set, not
@@ -78,9 +78,8 @@ def load_models(notebook: str, settings):
 
 
 class TrainerArgs:
-    """What the notebook's four trainer configs share (an SFT warm start, three GRPO runs), so each config in the
-    notebook shows only its own knobs: where it writes, how it logs, its precision (`io`), and for GRPO the
-    sampling, vLLM mode and sizing, and chat template (`grpo`)."""
+    """What the notebook's four trainer configs share (an SFT warm start, three GRPO runs): where each writes, how
+    it logs, its precision (`io`), and the chat template's switches; the notebook's `grpo_config` adds the rest."""
 
     def __init__(self, notebook: str, settings, precision, trackio_space_id: str | None = None,
                  vllm_server_url: str | None = None):
@@ -98,21 +97,6 @@ class TrainerArgs:
 
         return trainer_io(self.notebook, name, self.settings, self.precision, trackio_space_id=self.trackio_space_id,
                           seed=self.settings.seed)
-
-    def grpo(self, name: str, **overrides):
-        """GRPOConfig with this notebook's shared settings; `overrides` wins."""
-        from trl import GRPOConfig
-
-        settings = self.settings
-        shared = dict(
-            **self.io(name), learning_rate=settings.learning_rate, temperature=settings.temperature,
-            top_k=settings.top_k, use_vllm=settings.use_vllm, vllm_mode=settings.vllm_mode,
-            vllm_server_base_url=self.vllm_server_url if settings.vllm_mode == "server" else None,
-            vllm_gpu_memory_utilization=settings.vllm_gpu_memory_utilization,  # colocate: vLLM's share of the GPU
-            vllm_max_model_length=settings.vllm_max_model_length,
-            chat_template_kwargs=self.chat_template_kwargs,
-        )
-        return GRPOConfig(**{**shared, **overrides})
 
 
 def _environment(base_url: str | None, app: str, name: str, label: str, **server_kwargs):
@@ -171,13 +155,12 @@ def held_out_games(env_url: str, player, trainer_args: TrainerArgs):
                                 precision=trainer_args.precision.precision)
 
 
-def warm_start_sft(sft_class, model, tokenizer, kept_games: list[dict], trainer_args: TrainerArgs, held_out,
+def warm_start_sft(sft_class, sft_config, model, tokenizer, kept_games: list[dict], trainer_args: TrainerArgs, held_out,
                    base_eval):
-    """(seconds, warm evaluation): one epoch of SFT on the teacher's won games (`helpers.wordle.teacher.sft_rows`,
+    """(seconds, warm evaluation): SFT with the notebook's `sft_config` on the teacher's won games (`helpers.wordle.teacher.sft_rows`,
     laid out as the rollout lays out a game), then the held-out games again, printed with the paired change from
     `base_eval`. WARM_START off (`settings.warm_start` False): nothing trains, (0.0, base_eval)."""
     from datasets import Dataset
-    from trl import SFTConfig
 
     from helpers.rollouts import TemplateView
     from helpers.wordle.evaluation import paired_changes
@@ -189,9 +172,7 @@ def warm_start_sft(sft_class, model, tokenizer, kept_games: list[dict], trainer_
     if not kept_games:
         raise ValueError("warm_start_sft needs the teacher's kept games (helpers.wordle.teacher.warm_start_games).")
     sft_dataset = Dataset.from_list(sft_rows(kept_games, TemplateView(tokenizer, trainer_args.chat_template_kwargs)))
-    sft_trainer = sft_class(model=model, processing_class=tokenizer, train_dataset=sft_dataset, args=SFTConfig(
-        **trainer_args.io("sft"), num_train_epochs=1, per_device_train_batch_size=settings.sft_batch_size,
-        learning_rate=settings.sft_learning_rate, warmup_steps=2, lr_scheduler_type="cosine", max_length=None))
+    sft_trainer = sft_class(model=model, processing_class=tokenizer, train_dataset=sft_dataset, args=sft_config)
     started = time.perf_counter()
     sft_trainer.train()
     seconds = time.perf_counter() - started
