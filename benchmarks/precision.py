@@ -60,7 +60,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     name, batch, tokens, sequences, prompt, new = SHAPES[size]
     model = AutoModelForCausalLM.from_pretrained(resolve_model(name), dtype=torch.float32)

@@ -234,7 +234,7 @@ def run(size: str = "full", log_dir: Path | None = None, out=print, model_name: 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from helpers.models import warm_start
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     spec = SIZES[size]
     machine = limits.measure(0.3 if size == "tiny" else 1.0)
@@ -329,7 +329,7 @@ def plot(result: dict, path: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=list(SIZES), default="full")
-    parser.add_argument("--model", default=None, help="a model name for helpers.models.offline.resolve_model")
+    parser.add_argument("--model", default=None, help="a model name for helpers.model_folders.resolve_model")
     parser.add_argument("--shapes", default="group,evaluation", help="comma-separated subset of group, evaluation")
     parser.add_argument("--paths", default="", help=f"comma-separated subset of {', '.join(PATHS)} (default: all)")
     parser.add_argument("--replies", default=None,

@@ -19,7 +19,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from helpers.reporting.metrics import run_dir
+from helpers.runs import run_dir
 
 from . import env_capacity, env_servers, loss_pass, notebooks, precision, rollouts, training
 

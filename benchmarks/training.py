@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks import figures
-from helpers.models.offline import resolve_model
+from helpers.model_folders import resolve_model
 from helpers.prompts import CHAIN_SUM_CONFIG, SYSTEM_PROMPT
 from helpers.servers import LocalServer
 

@@ -1,17 +1,22 @@
 """helpers: what the notebooks' lessons are not about, grouped by what it serves (map: docs/guide.md#where-things-live).
 
-Importing it first sets OpenMP's wait policy to PASSIVE unless one is set (helpers/compute/threads.py): torch reads it
-when it loads, and two torch processes on two cores otherwise stall each other.
+Importing it first runs helpers/startup.py: OpenMP's wait policy PASSIVE unless one is set (before anything imports
+torch), and one TRL notice silenced.
 
-Importing it silences exactly one library notice: TRL 1.16 reads transformers' deprecated
-`is_gradient_checkpointing` while it generates, so every training cell printed a red FutureWarning a learner
-can do nothing about. Nothing else is filtered.
+Layers, bottom first. A module imports only from its own layer or a lower one, never in a circle, and never inside
+a function to get around one (tests/test_layers.py checks it; its LAYERS is this list as a table):
+
+1. base, what everything uses: startup, secrets, prompts, recipes (data), progress (printed progress lines),
+   runs (a notebook's run folder and its metrics.json), model_folders (model names -> folders, building the
+   offline models once)
+2. compute/: hardware, threads, precision, generation, loss_forward, budget, vllm_check, fast_trainers
+3. models/ (the policy a notebook trains), servers/ (local and hosted servers), profiles.py (a notebook's settings)
+4. reporting/ (records, plots, alarms, publishing), rollouts/ (custom rollout_funcs and their checks)
+5. the lesson support per notebook: chain_sum/ (01, 02), wordle/ (03), openreward/ (04)
+
+Maintainer command lines live in tools/, not here.
 """
 
-import warnings
+# first: before anything below or in a notebook imports torch
+from helpers.startup import THREADS_IN_EFFECT  # noqa: F401
 
-from helpers.compute.threads import set_polite_threads
-
-THREADS_IN_EFFECT = set_polite_threads()   # before anything below or in a notebook imports torch
-
-warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*is deprecated", category=FutureWarning)

@@ -20,10 +20,10 @@ from __future__ import annotations
 import copy
 import difflib
 
-from helpers import THREADS_IN_EFFECT
 from helpers.compute.hardware import card_class, cpu_native_bf16, detect_gpu, plan_memory
 from helpers.recipes import CARD_RECIPES, RECIPES
 from helpers.compute.threads import busy_machine, describe as describe_threads
+from helpers.startup import THREADS_IN_EFFECT
 
 PROFILE_NAMES = ("tiny", "cpu", "gpu")
 

@@ -98,9 +98,8 @@ RECIPES: dict[str, Recipe] = {
                                   * (350 + s.max_completion_length),
                                   s.per_device_train_batch_size * s.max_completion_length),
         typical_minutes={"cpu": 33}, starts_from="02_sft_warmup",   # a whole cpu run, idle: docs/measurements.md
-        # No native bf16 (fp32 steps of 40-60 s with the plain recipe): one group per micro-batch (the shared prompt
-        # computed half as often), backward through the top 12 layers, 400 held-out sums (+-3.5 to 4.5 points) and 16
-        # preflight questions: 40+ steps and both evaluations in about 31-33 minutes there (docs/measurements.md#notebook-01).
+        # No native bf16: one group per micro-batch (the shared prompt computed half as often), backward through the
+        # top 12 layers, 400 held-out sums and 16 preflight questions, so 40+ steps fit (docs/measurements.md#notebook-01).
         slow_cpu={"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "freeze_layers": 18,
                   "eval_n": 400, "preflight_n": 16, "train_minutes": 22},
         derived=dataset_config_for_its_dataset,

@@ -15,7 +15,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest  # noqa: E402
 
-from helpers.reporting.metrics import load_metrics  # noqa: E402
+from helpers.runs import load_metrics  # noqa: E402
 from tools.notebooks import NOTEBOOKS_DIR, run_notebook  # noqa: E402
 from helpers.servers import LocalServer  # noqa: E402
 from token_scan import real_token_values, token_like  # noqa: E402

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from tools.demo import _print_output, run_watched, section_titles
-from helpers.reporting.metrics import load_metrics
+from helpers.runs import load_metrics
 from tools.notebooks import write_notebook
 from tools.report import build_report
 from tools.trainer_log import log_line

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from helpers.chain_sum.evaluation import evaluate_policy, paired_change
-from helpers.models.offline import resolve_model
+from helpers.model_folders import resolve_model
 
 ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 

@@ -24,7 +24,7 @@ def _train(tmp_path, trainer_class, monkeypatch):
 
     from helpers.compute.budget import train_timer
     from helpers.models import load_policy
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.prompts import SYSTEM_PROMPT, answer
 
     ran = {"generate_shared": 0, "forward_shared": 0}
@@ -99,7 +99,7 @@ def _sft(tmp_path, trainer_class, rows_scored):
     from trl import SFTConfig
 
     from helpers.models import load_policy
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.prompts import SYSTEM_PROMPT
 
     set_seed(0)

@@ -24,7 +24,7 @@ def test_shared_prefix_leaves_every_row_a_token():
 def _model(name):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     path = resolve_model(name)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -286,7 +286,7 @@ def test_fast_grpo_trainer_generates_shared_in_a_real_run_against_a_real_environ
 
     from helpers.compute.fast_trainers import FastGRPOTrainer
     from helpers.models import load_policy
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
     prefilled = []
@@ -427,7 +427,7 @@ def test_evaluation_batches_are_sized_to_their_kv_cache():
     from transformers import AutoConfig
 
     from helpers.chain_sum.evaluation import EVAL_CACHE_GIB, default_batch_size
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     config = AutoConfig.from_pretrained(resolve_model("smollm2-135m"))
     cpu = SimpleNamespace(device=torch.device("cpu"), config=config)

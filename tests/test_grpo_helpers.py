@@ -52,7 +52,7 @@ def test_trainer_pool_fits_the_computed_server_cap(tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.servers import LocalServer
     from reasoning_gym_env import ReasoningGymEnv
 
@@ -260,7 +260,7 @@ def test_sample_group_samples_n_replies_to_one_prompt():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from helpers.chain_sum.grpo import sample_group
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.prompts import answer_tool
 
     path = resolve_model("tiny-toolcall")

@@ -62,7 +62,7 @@ def test_lora_parameter_count_matches_peft():
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(resolve_model("tiny")),
                            LoraConfig(r=16, target_modules="all-linear", task_type="CAUSAL_LM"))
@@ -125,7 +125,7 @@ def test_the_estimate_matches_a_measured_peak_on_cpu(name, batch, seq, lora):
 def test_lora_trains_saves_and_loads_back_on_cpu(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     model = load_policy("tiny", device="cpu", lora=True)
     trainable = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}

@@ -140,7 +140,7 @@ def _grpo_trainer(tmp_path, name, reward, *, callbacks=(), **config):
     from helpers.compute.fast_trainers import FastGRPOTrainer
 
     from helpers.models import load_policy
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.prompts import SYSTEM_PROMPT
 
     args = dict(output_dir=str(tmp_path / name), use_cpu=True, bf16=False, report_to="none", seed=0,

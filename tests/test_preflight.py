@@ -8,7 +8,7 @@ import os
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers.models.offline import resolve_model
+from helpers.model_folders import resolve_model
 from helpers.chain_sum.preflight import preflight, reasoning_gym_sampler, verdict
 
 ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}

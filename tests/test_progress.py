@@ -1,6 +1,6 @@
-"""Long work prints lines with an estimate (helpers.reporting.progress), which a saved notebook keeps."""
+"""Long work prints lines with an estimate (helpers.progress), which a saved notebook keeps."""
 
-from helpers.reporting.progress import ProgressLines, minutes_and_seconds
+from helpers.progress import ProgressLines, minutes_and_seconds
 
 
 def test_a_line_after_the_first_piece_then_at_most_one_a_minute_and_one_at_the_end():
@@ -29,7 +29,7 @@ def test_generation_in_batches_prints_its_progress(capsys):
     from transformers import AutoModelForCausalLM
 
     from helpers.compute.generation import generate_in_batches
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny"))
     prompts = [[1, 2, 3 + i] for i in range(6)]

@@ -153,7 +153,7 @@ def test_merged_saves_a_plain_model_beside_the_adapter_and_pushes_it(no_login, h
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from helpers.models import load_policy
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     model = load_policy("tiny", device="cpu", lora=True)
     with torch.no_grad():   # lora_B starts at zero: move it, so merging has something to fold in

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers.models.offline import resolve_model
+from helpers.model_folders import resolve_model
 from helpers.chain_sum.recheck import main, recheck
 
 CONFIG = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}

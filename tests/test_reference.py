@@ -8,7 +8,8 @@ import pytest
 
 from helpers.reporting.metrics import curves
 from helpers.reporting.plots import training_curves
-from helpers.reporting.reference import REFERENCE_FILE, add_runs, load_references, reference_band, where_run_sits
+from helpers.reporting.reference import REFERENCE_FILE, load_references, reference_band, where_run_sits
+from tools.reference_band import add_runs
 
 KEY = "rewards/reward_valid/mean"
 
@@ -99,7 +100,7 @@ def test_the_stored_references_are_three_seeds_or_more_with_their_machine():
 def test_spread_tabulates_the_held_out_change_across_seeds(tmp_path):
     """What notebook 01's "what to expect" quotes: each seed's paired change and interval, the mean, the range and
     how many intervals exclude 0, read from the runs' own metrics.json keys."""
-    from helpers.reporting.reference import describe_spread, spread
+    from tools.reference_band import describe_spread, spread
 
     paths = []
     for seed, change, ci in ((0, 0.076, [0.038, 0.113]), (1, -0.016, [-0.056, 0.025]), (2, 0.05, [0.01, 0.09])):

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from helpers.models.offline import resolve_model
+from helpers.model_folders import resolve_model
 from helpers.profiles import resolve_settings
 from helpers.prompts import SYSTEM_PROMPT
 from helpers.servers import LocalServer

@@ -237,9 +237,10 @@ def test_tiny_grpo_through_lost_replies_trains_its_steps_and_counts_every_episod
     prompts its tool calls are not valid JSON, so the tool-call faults are the tests above.)"""
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.profiles import resolve_settings
-    from helpers.reporting.metrics import load_metrics, record_run
+    from helpers.reporting.metrics import record_run
+    from helpers.runs import load_metrics
 
     cell = load_cells(NOTEBOOKS_DIR / f"{NB}.ipynb", "reward-funcs", namespace={"spec": spec})
     for _ in range(4):

@@ -44,7 +44,7 @@ def test_resume_point_is_the_last_checkpoint_or_none_with_the_reason(tmp_path):
 def test_the_runs_folder_is_the_checkouts_whatever_the_working_directory(tmp_path, monkeypatch):
     """`make demo` (at the top) wrote runs/ there while `jupyter lab notebooks/` looked in notebooks/runs/, so
     notebook 01 did not find notebook 02's checkpoint. Now both mean the checkout's runs/."""
-    from helpers.reporting.metrics import CHECKOUT, runs_dir, use_runs_dir
+    from helpers.runs import CHECKOUT, runs_dir, use_runs_dir
 
     monkeypatch.setenv("AGENT_RL_RUNS", "")   # unset, and put back after the test (use_runs_dir sets it)
     monkeypatch.chdir(CHECKOUT / "notebooks")

@@ -156,7 +156,7 @@ def tiny_trainer(tmp_path, rollout_func, reward_funcs):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, num_generations=2,
                       max_completion_length=4, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
@@ -224,7 +224,7 @@ def test_an_environment_whose_get_reward_is_not_a_number_stops_at_the_first_step
     from trl import GRPOConfig, GRPOTrainer
 
     from helpers.rollouts.checks import checked_environment
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, num_generations=2,
                       max_completion_length=8, use_cpu=True, bf16=False, report_to="none", save_strategy="no",

@@ -50,7 +50,7 @@ def test_the_port_is_held_from_the_moment_it_is_chosen(tmp_path, monkeypatch):
     trying to bind it then fails, and the server still starts and answers on it."""
     import socket
 
-    import helpers.servers as servers
+    import helpers.servers.local as servers
 
     real_popen, others = servers.subprocess.Popen, []
 

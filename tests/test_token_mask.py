@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from helpers.models.offline import resolve_model
+from helpers.model_folders import resolve_model
 from helpers.prompts import answer
 from helpers.reporting.token_mask import mask_from_ids, mask_from_messages, prefix_preserving, tool_calls_parse
 

@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from helpers.reporting.metrics import runs_dir
+from helpers.runs import runs_dir
 from tools.notebooks import NOTEBOOKS_DIR, REPO_ROOT, check_passed_knobs
 from helpers.recipes import RECIPES
 
@@ -22,7 +22,7 @@ from helpers.recipes import RECIPES
 PIPELINE = [RECIPES["01_grpo_walkthrough"].starts_from, "01_grpo_walkthrough"]
 
 # Run silently in the kernel before the first cell: the trainer log lines (tools/trainer_log.py). (Importing
-# `helpers` also silences the one deprecation notice TRL triggers: see helpers/__init__.py.)
+# `helpers` also silences the one deprecation notice TRL triggers: see helpers/startup.py.)
 # The kernel runs in the run folder, so the repository's root (where tools/ lives, not installed) goes first.
 KERNEL_SETUP = f"""
 import sys

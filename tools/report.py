@@ -18,7 +18,7 @@ import platform
 import re
 from pathlib import Path
 
-from helpers.reporting.metrics import runs_dir
+from helpers.runs import runs_dir
 
 EVAL_ROWS = [("format", "Format compliance (a valid tool call)"), ("accuracy", "Accuracy (environment score)"),
              ("exact", "Exactly right")]

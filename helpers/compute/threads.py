@@ -2,10 +2,10 @@
 
 OpenMP's default wait policy keeps idle worker threads spinning for a while after each parallel region. One torch
 process on two cores loses nothing by it; two (a notebook kernel and an environment server, a second kernel, a
-benchmark) each spin on the cores the other needs: a batch-16 generation fell to 4.6 tokens/s beside a training
-run (measured). `OMP_WAIT_POLICY=PASSIVE` makes idle threads sleep. OpenMP reads it once, when torch loads, so
-`helpers/__init__.py` sets it (unless already set) before any helper imports torch, and every process started
-from a notebook (papermill kernels, local servers) inherits it.
+benchmark) each spin on the cores the other needs, and generation slows several-fold beside a training run
+(docs/measurements.md#notebook-01). `OMP_WAIT_POLICY=PASSIVE` makes idle threads sleep. OpenMP reads it once, when
+torch loads, so helpers/startup.py (which importing helpers runs first) sets it, unless already set, before any
+helper imports torch, and every process started from a notebook (papermill kernels, local servers) inherits it.
 
 A policy cannot make two notebooks share two cores for free: each trains about half as fast. `busy_machine()` says so
 in one line when a notebook starts while the cores are already busy (a high load average; on Linux it names the
@@ -18,19 +18,10 @@ cores among its threads. Neither is measured here, and `describe` says so there.
 from __future__ import annotations
 
 import os
-import sys
 import time
 
-POLICY = "PASSIVE"
-
-
-def set_polite_threads() -> bool:
-    """Set OMP_WAIT_POLICY=PASSIVE unless the user chose a policy. Returns False when torch was already loaded
-    without it (then it cannot take effect in this process)."""
-    loaded = "torch" in sys.modules
-    chosen = "OMP_WAIT_POLICY" in os.environ
-    os.environ.setdefault("OMP_WAIT_POLICY", POLICY)
-    return chosen or not loaded
+from helpers.compute.hardware import apple_silicon
+from helpers.startup import POLICY
 
 
 def describe(in_effect: bool) -> str:
@@ -42,18 +33,12 @@ def describe(in_effect: bool) -> str:
         return (f"threads: torch was imported before helpers, so OMP_WAIT_POLICY={policy} cannot take effect here; "
                 "restart the kernel and import helpers first (a second torch process on these cores would stall both)")
     mac = ""
-    if _apple_silicon():
+    if apple_silicon():
         mac = ("; Apple Silicon: libomp reads the same policy, and torch's thread count includes the efficiency "
                "cores (not measured here: if steps are slow, try torch.set_num_threads(<performance cores>))")
     return (f"threads: torch uses {torch.get_num_threads()} of {os.cpu_count()} cores; OMP_WAIT_POLICY={policy} "
             f"({'idle threads sleep, so a second kernel or a server on these cores does not stall this one' if policy.upper() == POLICY else 'your choice'})"
             + mac)
-
-
-def _apple_silicon() -> bool:
-    from helpers.compute.hardware import apple_silicon
-
-    return apple_silicon()
 
 
 # --- is another notebook already using the cores? ----------------------------------------------------------------

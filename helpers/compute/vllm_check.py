@@ -17,9 +17,7 @@ import re
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-# No vLLM in TRL 1.16's range installs next to requirements.txt unchanged (measured with pip --dry-run, Python 3.11/3.12,
-# docs/scale-out.md). vllm 0.29.0 does with two pins moved: fastapi below 0.137 (vLLM >= 0.23 caps it) and numpy
-# below 2.4 (its mistral_common needs that on Python <= 3.12); it brings torch 2.13.0 (its own pin) in place of ours.
+# The vLLM in TRL 1.16's range that installs beside requirements.txt with the fewest pins moved (docs/scale-out.md).
 VLLM_INSTALL = 'pip install "vllm==0.29.0" "fastapi==0.136.1" "numpy==2.3.5"'
 
 

@@ -1,10 +1,6 @@
-"""Where a notebook run leaves its outputs, and the metrics it records for the tests.
+"""The metrics a notebook run records in its run folder's metrics.json (helpers.runs), for the tests.
 
-Each notebook writes into `run_dir(notebook)` = $AGENT_RL_RUNS/<notebook> (default: runs/<notebook> at the top of
-this checkout, whatever the working directory, so `make demo` at the top and `jupyter lab notebooks/` share one
-runs/ folder; ./runs when helpers is installed from a package, as on Colab):
-checkpoints, collected rollouts, plots and `metrics.json`. The test harness runs a notebook with
-papermill and then asserts on that JSON, so "it ran" is never the whole test.
+The test harness runs a notebook with papermill and then asserts on that JSON, so "it ran" is never the whole test.
 """
 
 from __future__ import annotations
@@ -15,42 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-
-CHECKOUT = Path(__file__).resolve().parents[2]
-
-
-def runs_dir() -> Path:
-    """$AGENT_RL_RUNS, else runs/ at the top of this checkout (./runs when helpers is not in a checkout)."""
-    if os.environ.get("AGENT_RL_RUNS"):
-        return Path(os.environ["AGENT_RL_RUNS"]).resolve()
-    in_checkout = (CHECKOUT / "notebooks").is_dir() and (CHECKOUT / "helpers").is_dir()
-    return (CHECKOUT / "runs") if in_checkout else Path("runs").resolve()
-
-
-def use_runs_dir(path: str | os.PathLike | None) -> Path:
-    """Make `path` the runs folder of this process (the notebooks' RUNS_DIR; None keeps the current one).
-
-    On Colab a folder under /content/drive (Google Drive) is mounted first, so checkpoints and the
-    notebook 02 -> 01 hand-off survive the runtime."""
-    if path is not None:
-        path = str(path)
-        if path.startswith("/content/drive") and not Path("/content/drive/MyDrive").exists():
-            try:
-                from google.colab import drive  # only on Colab
-            except ImportError:
-                raise ValueError(f"RUNS_DIR={path!r} is a Google Drive folder, which only Colab can mount; "
-                                 "set a local folder instead.") from None
-            drive.mount("/content/drive")
-        os.environ["AGENT_RL_RUNS"] = path
-    folder = runs_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def run_dir(notebook: str) -> Path:
-    path = runs_dir() / notebook
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+from helpers.chain_sum.evaluation import paired_change
+# re-exported: the notebooks and chain_sum/recheck.py import run_dir and use_runs_dir from here
+from helpers.runs import load_metrics, run_dir, runs_dir, use_runs_dir  # noqa: F401
 
 
 def _jsonable(value):
@@ -86,8 +49,6 @@ def evaluation_metrics(before, after) -> dict:
     paired change, eval_n; `after=None` (no evaluation after training ran) records the "after" and change keys as
     None. `helpers.openreward.evaluation.SplitEvalResult` (notebook 04): test_* keys."""
     if hasattr(before, "format_compliance"):
-        from helpers.chain_sum.evaluation import paired_change
-
         measured = before if after is None else after
         change, exact = paired_change(before, measured), paired_change(before, measured, exact=True)
         out = {"eval_n": measured.n, "accuracy_change": change.change, "accuracy_change_ci": change.ci,
@@ -101,8 +62,6 @@ def evaluation_metrics(before, after) -> dict:
         if after is None:   # None, not a copy of "before"; it also replaces what an earlier run merged into metrics.json
             out.update({key: None for key in out if key.endswith("_after") or "change" in key or "questions_" in key})
         return out
-    from helpers.chain_sum.evaluation import paired_change
-
     change = paired_change(before, after)   # the same tasks in the same order, before and after
     out = {"eval_split": after.split, "eval_tasks": after.n, "accuracy_change": change.change,
            "accuracy_change_ci": change.ci, "questions_gained": change.gained, "questions_lost": change.lost}
@@ -179,10 +138,3 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
         metrics["env_episodes"] = resilient.TOTALS.as_dict()
     metrics.update(extra)
     return record_metrics(notebook, **metrics)
-
-
-def load_metrics(notebook: str) -> dict:
-    path = runs_dir() / notebook / "metrics.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: run the notebook {notebook} first.")
-    return json.loads(path.read_text())

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers.models import load_policy, save_policy
+
 HOW_TO_LOG_IN = ("log in with `from huggingface_hub import notebook_login; notebook_login()` or `hf auth login`, "
                  "add a Colab secret named HF_TOKEN, or set the HF_TOKEN environment variable")
 
@@ -81,8 +83,6 @@ def publish(trainer, tokenizer, local_dir, *, push: bool = False, repo_id: str |
     if not getattr(trainer, "is_world_process_zero", lambda: True)():
         return result
     if merged and (Path(local_dir) / "adapter_config.json").exists():
-        from helpers.models import load_policy, save_policy
-
         merged_dir = Path(local_dir).with_name(Path(local_dir).name + "-merged")
         save_policy(load_policy(str(local_dir), device="cpu"), tokenizer, merged_dir, merged=True)
         result["merged_to"] = str(merged_dir)

@@ -22,7 +22,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from helpers.reporting.metrics import _jsonable, run_dir
+from helpers.reporting.metrics import _jsonable
+from helpers.runs import run_dir
 
 
 class ResumeError(ValueError):

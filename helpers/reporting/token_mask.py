@@ -21,6 +21,7 @@ import html
 from dataclasses import dataclass, field
 
 from helpers.chain_sum.evaluation import parse_tool_calls
+from helpers.reporting.show import last_rollout
 
 KINDS = {"prompt": ("PROMPT (not trained)", "#eeeeee"), "model": ("MODEL (trained)", "#c8f0cf"),
          "env": ("ENV (masked)", "#ffd9a8")}
@@ -158,8 +159,6 @@ def mask_from_messages(tokenizer, messages: list[dict], *, n_prompt: int, tools=
 def mask_of_last_rollout(trainer) -> TokenMask:
     """One rollout of a GRPOTrainer's last batch (environment_factory: one that called a tool), laid out with the
     chat template and tools the trainer used."""
-    from helpers.reporting.show import last_rollout
-
     messages, _ = last_rollout(trainer)
     n_prompt = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
     return mask_from_messages(trainer.processing_class, messages, n_prompt=n_prompt, tools=getattr(trainer, "tools", None),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 from helpers.reporting.publish import HOW_TO_LOG_IN, hub_token
+from helpers.runs import run_dir
 
 
 class TrackingError(RuntimeError):
@@ -73,8 +74,6 @@ def trainer_io(notebook: str, name: str, settings, precision, *, trackio_space_i
 
         GRPOConfig(**trainer_io(NOTEBOOK, "trainer", settings, precision, seed=SEED), learning_rate=..., ...)
     """
-    from helpers.reporting.metrics import run_dir
-
     fields = dict(output_dir=str(run_dir(notebook) / name), run_name=f"{notebook}-{name}-{settings.profile}",
                   project=PROJECT, report_to=settings.report_to, trackio_space_id=trackio_space_id, logging_steps=1,
                   save_strategy="no", seed=seed, use_cpu=precision.device == "cpu", bf16=precision.bf16,

