@@ -110,7 +110,7 @@ def test_report_kept_prints_the_filter_and_stops_on_nothing_kept(capsys):
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model("tiny"))
 
@@ -141,7 +141,7 @@ def test_check_rows_passes_good_rows_and_stops_on_a_bad_one(tokenizer, capsys):
 
 
 def test_load_student_checks_memory_loads_and_picks_the_precision(capsys):
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.profiles import resolve_settings
 
     settings = resolve_settings("02_sft_warmup", "tiny", precision="fp32", quiet=True)

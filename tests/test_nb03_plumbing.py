@@ -173,7 +173,7 @@ def test_warm_start_games_and_sft_as_the_notebook_runs_them(wordle_url, tmp_path
     from trl import SFTConfig, SFTTrainer
 
     from helpers.models import load_policy
-    from helpers.models.offline import resolve_model
+    from helpers.model_folders import resolve_model
     from helpers.wordle.evaluation import HeldOut
     from helpers.wordle.teacher import warm_start_games
 

@@ -156,3 +156,55 @@ def test_no_notebook_cell_and_no_module_of_helpers_or_tools_looks_names_up_throu
     found += [str(p.relative_to(REPO_ROOT)) for folder in ("helpers", "tools") for p in sorted((REPO_ROOT / folder).rglob("*.py"))
               if uses_globals(ast.parse(p.read_text())) or "globals()" in p.read_text()]
     assert not found, found
+
+
+PLUMBING_LIMIT = 60   # issue 73: a training notebook reaches its trainer in at most this many untagged code lines
+KNOB_TAGS = {"parameters", "more-parameters", "injected-parameters"}
+
+
+def plumbing_lines_before_the_trainer(nb) -> tuple[int, int]:
+    """(untagged, lesson-tagged) code lines before the line that builds the notebook's trainer (`trainer = X(`),
+    comments, blank lines and the knob cells left out; (-1, -1) when no cell builds `trainer`."""
+    import re
+
+    untagged = tagged = 0
+    for cell in nb.cells:
+        tags = set(cell.metadata.get("tags", []))
+        if cell.cell_type != "code" or tags & KNOB_TAGS:
+            continue
+        for line in cell.source.splitlines():
+            if re.match(r"trainer = \w+\(", line):
+                return untagged, tagged
+            if line.strip() and not line.strip().startswith("#"):
+                if tags:
+                    tagged += 1
+                else:
+                    untagged += 1
+    return -1, -1
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if not p.name.startswith("00")], ids=lambda p: p.name)
+def test_a_training_notebook_reaches_its_trainer_through_the_tutorials_steps_not_plumbing(path):
+    """Read top to bottom, the cells before the trainer are the tutorial's steps (tagged lesson cells); what the lesson
+    is not about is one named line each. The count the issue measured: 144 untagged lines in 01, 116 in 02."""
+    import nbformat
+
+    untagged, tagged = plumbing_lines_before_the_trainer(nbformat.read(path, as_version=4))
+    assert untagged >= 0, f"{path.name}: no cell builds `trainer = ...(`"
+    assert untagged <= PLUMBING_LIMIT, (f"{path.name}: {untagged} untagged code lines before the trainer (at most "
+                                        f"{PLUMBING_LIMIT}): move set-up into a named helper line, or after training")
+    assert tagged > untagged / 2, f"{path.name}: {tagged} lesson lines against {untagged} of plumbing"
+
+
+def test_the_plumbing_count_counts_code_not_comments_knobs_or_tagged_cells():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("X = 1\nY = 2", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("# a comment\n\nsetup()\nmore()"),
+        nbformat.v4.new_code_cell("config = Config(\n    a=1,\n)", metadata={"tags": ["grpo-config"]}),
+        nbformat.v4.new_code_cell("check()\ntrainer = Trainer(\n    args=config)\ntrainer.train()"),
+    ])
+    assert plumbing_lines_before_the_trainer(nb) == (3, 3)
+    nb.cells.pop()
+    assert plumbing_lines_before_the_trainer(nb) == (-1, -1)
