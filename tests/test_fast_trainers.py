@@ -118,23 +118,28 @@ def _sft(tmp_path, trainer_class, rows_scored):
 
 
 @pytest.mark.slow
-def test_fast_sft_trainer_trains_as_trls_own_projecting_only_the_reply(tmp_path, monkeypatch):
-    """FastSFTTrainer: the same losses and weights as SFTTrainer (to fp32's rounding), while TRL's fused LM head
-    projects only the reply's positions onto the vocabulary, not every position."""
+def test_fast_sft_trainer_trains_as_trls_own_sharing_the_prompt_and_scoring_only_the_reply(tmp_path, monkeypatch):
+    """FastSFTTrainer: the same losses and weights as SFTTrainer (to fp32's rounding), while the rows' shared prompt
+    is computed once and TRL's fused LM head projects only the reply's positions onto the vocabulary."""
     import trl.trainer.utils as trl_utils
     from trl import SFTTrainer
 
     from helpers.compute.fast_trainers import FastSFTTrainer
 
+    ran = {"generate_shared": 0, "forward_shared": 0}
+    monkeypatch.setattr(loss_forward, "forward_shared",
+                        lambda *a, **k: ran.__setitem__("forward_shared", ran["forward_shared"] + 1) or FORWARD_SHARED(*a, **k))
     rows_scored = []
     apply = trl_utils._ChunkedLogProbFunction.apply
     monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
                         lambda hidden, *a: rows_scored.append(hidden.shape[0]) or apply(hidden, *a))
     plain, plain_weights = _sft(tmp_path, SFTTrainer, rows_scored)
     plain_rows = list(rows_scored)
+    assert ran["forward_shared"] == 0   # TRL's own: none of ours
     fast, fast_weights = _sft(tmp_path, FastSFTTrainer, rows_scored)
 
     assert plain_rows and rows_scored and sum(rows_scored) * 5 < sum(plain_rows)   # the reply's positions only
+    assert ran["forward_shared"] == 2   # each step's pass: the shared prompt once
     plain_loss = [h["loss"] for h in plain.state.log_history if "loss" in h]
     fast_loss = [h["loss"] for h in fast.state.log_history if "loss" in h]
     assert len(plain_loss) == 2 and fast_loss == pytest.approx(plain_loss, rel=1e-5)

@@ -15,9 +15,10 @@ trainer from outside. FastGRPOTrainer overrides three methods of TRL 1.16's GRPO
 - `_generate_single_turn` (private): each rollout turn's batch computes its shared prompt prefix once
   (`prompt_prefix_shared`; the transformers path only, vLLM generates as it does).
 
-FastSFTTrainer overrides SFTTrainer's `compute_loss` only: TRL's fused LM head projects only the positions whose
-label counts (the assistant's reply) onto the vocabulary on a CPU too, as it does on a GPU (`completions_only_scored`;
-the same numbers per position, to fp32's rounding).
+FastSFTTrainer overrides SFTTrainer's `compute_loss` only: the prompt prefix a batch's rows share (the system prompt
+and tool schema) is computed once, and TRL's fused LM head projects only the positions whose label counts (the
+assistant's reply) onto the vocabulary on a CPU too, as it does on a GPU (`forward_prefix_shared`; the same numbers
+per position, to fp32's rounding).
 
 The two private names are listed in docs/upstream-compatibility.md and checked by `python -m tools.drift`
 (`PRIVATE_OVERRIDES`). tests/test_fast_trainers.py trains both classes from one seed on a small model: the same
@@ -30,8 +31,7 @@ from __future__ import annotations
 from trl import GRPOTrainer, SFTTrainer
 
 from helpers.compute.generation import prompt_prefix_shared
-from helpers.compute.loss_forward import (SkippedPasses, completions_only_scored, forward_prefix_shared,
-                                          why_not_exact, zero_gradient_loss)
+from helpers.compute.loss_forward import SkippedPasses, forward_prefix_shared, why_not_exact, zero_gradient_loss
 
 # The methods of GRPOTrainer this class overrides that TRL does not document (tools/drift.py checks they exist).
 PRIVATE_OVERRIDES = ("_get_per_token_logps_and_entropies", "_generate_single_turn")
@@ -71,10 +71,10 @@ class FastGRPOTrainer(GRPOTrainer):
 
 
 class FastSFTTrainer(SFTTrainer):
-    """SFTTrainer whose loss pass projects only the labelled positions onto the vocabulary on a CPU too. Same
-    arguments, same training (module docstring)."""
+    """SFTTrainer whose loss pass computes the shared prompt prefix once and projects only the labelled positions
+    onto the vocabulary on a CPU too. Same arguments, same training (module docstring)."""
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        with completions_only_scored():
+        with forward_prefix_shared(self.accelerator.unwrap_model(model)):
             return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
