@@ -19,7 +19,8 @@ import argparse
 import json
 from pathlib import Path
 
-from helpers.chain_sum.evaluation import evaluate_policy, paired_change
+from helpers.chain_sum.evaluation import evaluate_policy
+from helpers.reporting.intervals import paired_change
 from helpers.models import load_policy
 from helpers.profiles import resolve_settings
 from helpers.prompts import system_prompt_for
