@@ -22,7 +22,7 @@ from helpers.compute.generation import generate_in_batches
 from helpers.compute.precision import autocast
 from helpers.reporting.intervals import mean_interval, wilson_interval
 from helpers.rollouts import TemplateView, tokenizer_of
-from helpers.wordle import DATASET_PROMPT, check_words
+from helpers.wordle.game import DATASET_PROMPT, check_words
 
 EVAL_WORDS_SEED = 20_261_125   # fixes which words are held out; training draws only from the others
 
@@ -121,7 +121,7 @@ def same_script(games: list[dict]) -> dict:
 
 
 def summarize_games(games: list[dict], words: list[str]) -> WordleEval:
-    """A WordleEval from per-game records (`helpers.wordle.game_record`, as the rollout's `score` returns them)."""
+    """A WordleEval from per-game records (`helpers.wordle.game.game_record`, as the rollout's `score` returns them)."""
     if not games:
         raise ValueError("No held-out games were played: pass at least one evaluation word.")
     metrics = {}
