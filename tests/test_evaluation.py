@@ -7,8 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers.chain_sum.evaluation import evaluate_policy, paired_change
+from helpers.chain_sum.evaluation import evaluate_policy
 from helpers.model_folders import resolve_model
+from helpers.reporting.intervals import paired_change
 
 ONE_DIGIT = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 
@@ -124,7 +125,8 @@ def test_change_by_kind_splits_the_paired_change_by_kind_of_question():
 
 
 def test_one_tool_call_parser_for_both_evaluations():
-    from helpers.chain_sum.evaluation import parse_answer_call, parse_tool_calls
+    from helpers.chain_sum.evaluation import parse_answer_call
+    from helpers.rollouts.tool_calls import parse_tool_calls
 
     text = ('I add. <tool_call>\n{"name": "calculate", "arguments": "{\\"expression\\": \\"1+2\\"}"}\n</tool_call>'
             '<tool_call>{"name": "answer", "arguments": {"answer": 3}}</tool_call><tool_call>{broken}</tool_call>')

@@ -174,7 +174,7 @@ def test_the_held_out_pair_decides_not_the_training_reward():
     """Measured seeds of notebook 01's cpu recipe: seed 3's training reward fell 0.46 -> 0.29 and it gained +7.0
     [+4.0, +9.9] held-out; seed 0's went 0.23 -> 0.21 and it gained +3.5 [+0.6, +6.4]. The old reading (+-0.02)
     told the first to cut steps or the learning rate and could tell the second to raise it (2e-5 collapsed)."""
-    from helpers.chain_sum.evaluation import PairedChange
+    from helpers.reporting.intervals import PairedChange
 
     fell, flat = reward_delta(_stored_seed(3)), reward_delta(_stored_seed(0))
     assert (round(fell.initial, 2), round(fell.final, 2)) == (0.46, 0.29) and fell.delta < -0.02
@@ -193,7 +193,7 @@ def test_the_held_out_pair_decides_not_the_training_reward():
 
 
 def test_no_diagnosis_advises_what_the_measurements_rejected():
-    from helpers.chain_sum.evaluation import PairedChange
+    from helpers.reporting.intervals import PairedChange
 
     changes = [None] + [PairedChange(900, c, (c - 0.03, c + 0.03), 100, 100) for c in (-0.1, 0.0, 0.1)]
     for initial, final in [(0.95, 0.96), (0.05, 0.05), (0.5, 0.51), (0.3, 0.6), (0.6, 0.3)]:

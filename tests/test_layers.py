@@ -24,46 +24,14 @@ LAYERS = {
     "helpers.chain_sum": 5, "helpers.wordle": 5, "helpers.openreward": 5,
 }
 
-OFF_LIMITS = "lesson package edited elsewhere during the restructuring; made top-level after the merge"
-MOVE_DOWN = "chain_sum/evaluation.py (off limits now) holds it; it moves to a lower layer after the merge"
-
 # (importing module, imported module): an import that runs up the layers.
-UPWARD_ALLOWED = {
-    ("helpers.reporting.metrics", "helpers.chain_sum.evaluation"): MOVE_DOWN + " (paired_change)",
-    ("helpers.reporting.show", "helpers.chain_sum.evaluation"): MOVE_DOWN + " (parse_tool_calls, strip_tool_calls)",
-    ("helpers.reporting.token_mask", "helpers.chain_sum.evaluation"): MOVE_DOWN + " (parse_tool_calls)",
-}
+UPWARD_ALLOWED: dict[tuple[str, str], str] = {}
 
 # (importing module, imported module): a helpers import inside a function.
-INNER_ALLOWED = {pair: OFF_LIMITS for pair in [
-    ("helpers.chain_sum.evaluation", "helpers.compute.generation"),
-    ("helpers.chain_sum.grpo", "helpers.compute.generation"),
-    ("helpers.chain_sum.grpo", "helpers.compute.precision"),
-    ("helpers.chain_sum.grpo", "helpers.chain_sum.local_teacher"),
-    ("helpers.chain_sum.grpo", "helpers.chain_sum.evaluation"),
-    ("helpers.chain_sum.preflight", "helpers.chain_sum.evaluation"),
-    ("helpers.chain_sum.preflight", "helpers.prompts"),
-    ("helpers.chain_sum.preflight", "helpers.openreward.evaluation"),
-    ("helpers.chain_sum.recheck", "helpers.reporting.metrics"),
-    ("helpers.chain_sum.recheck", "helpers.servers"),
-    ("helpers.chain_sum.sft_data", "helpers.secrets"),
-    ("helpers.chain_sum.sft_data", "helpers.servers"),
-    ("helpers.openreward.resilient", "helpers.servers"),
-    ("helpers.wordle", "helpers.servers.resilient"),
-    ("helpers.wordle.evaluation", "helpers.wordle"),
-    ("helpers.wordle.evaluation", "helpers.chain_sum.evaluation"),
-    ("helpers.wordle.evaluation", "helpers.compute.generation"),
-    ("helpers.wordle.evaluation", "helpers.compute.precision"),
-    ("helpers.wordle.evaluation", "helpers.rollouts"),
-    ("helpers.wordle.teacher", "helpers.chain_sum.local_teacher"),
-    ("helpers.wordle.teacher", "helpers.wordle.evaluation"),
-    ("helpers.wordle.teacher", "helpers.wordle"),
-    ("helpers.wordle.teacher", "helpers.chain_sum.sft_data"),
-    ("helpers.wordle.teacher", "helpers.rollouts"),
-]}
+INNER_ALLOWED: dict[tuple[str, str], str] = {}
 
 # Packages whose __init__.py still holds code (not only imports).
-INIT_CODE_ALLOWED = {"helpers.wordle": OFF_LIMITS + " (its code moves into a named module)"}
+INIT_CODE_ALLOWED: dict[str, str] = {}
 
 
 def modules(root: Path) -> dict[str, Path]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.chain_sum.evaluation import PairedChange
+from helpers.reporting.intervals import PairedChange
 from helpers.chain_sum.grpo import RewardDelta, diagnose
 from tools.notebooks import NOTEBOOKS_DIR, cell_outputs_text, static_problems
 from helpers.chain_sum.preflight import verdict

@@ -48,7 +48,6 @@ def test_check_options_prints_the_generation_mode_and_returns_the_vllm_decision(
 
 
 def test_check_options_stops_what_cannot_work_with_what_to_set(monkeypatch):
-    from helpers.compute import vllm_check
     from helpers.reporting.publish import PublishError
 
     with pytest.raises(PublishError, match="PUSH_TO_HUB=True needs HUB_MODEL_ID"):
@@ -57,7 +56,7 @@ def test_check_options_stops_what_cannot_work_with_what_to_set(monkeypatch):
     bad.vllm_mode = "remote"
     with pytest.raises(ValueError, match="VLLM_MODE must be 'colocate' or 'server', not 'remote'"):
         plumbing.check_options(bad)
-    monkeypatch.setattr(vllm_check, "decide_use_vllm", lambda wanted, **kw: True)   # as on a GPU with vLLM
+    monkeypatch.setattr(plumbing, "decide_use_vllm", lambda wanted, **kw: True)   # as on a GPU with vLLM
     server = tiny()
     server.vllm_mode = "server"
     with pytest.raises(ValueError, match="VLLM_MODE='server' needs VLLM_SERVER_URL"):

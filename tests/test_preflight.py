@@ -78,7 +78,7 @@ def test_ors_preflight_plays_multi_turn_episodes(tiny_toolcall, tmp_path):
     from trl.experimental.openreward import OpenRewardSpec
 
     from helpers.openreward.local import LocalORSServer, sdk_pointed_at
-    from helpers.chain_sum.preflight import ors_sampler
+    from helpers.openreward.evaluation import ors_sampler
 
     model, tokenizer = tiny_toolcall
     with LocalORSServer("calculator_env.server:app", log_dir=tmp_path) as server, sdk_pointed_at(server.url):

@@ -1,4 +1,4 @@
-"""helpers.chain_sum.recheck: both models scored by the real reasoning_gym server on the same held-out questions."""
+"""tools/recheck.py: both models scored by the real reasoning_gym server on the same held-out questions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from helpers.model_folders import resolve_model
-from helpers.chain_sum.recheck import main, recheck
+from tools.recheck import main, recheck
 
 CONFIG = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 

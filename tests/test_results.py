@@ -26,7 +26,7 @@ WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven"
 
 
 def recheck_module():
-    return importlib.import_module("helpers.chain_sum.recheck")
+    return importlib.import_module("tools.recheck")
 
 
 def text(path: Path) -> str:
@@ -187,7 +187,7 @@ def claims(pattern: str, source: str) -> list[str]:
 
 
 def test_the_evaluation_size_agrees_with_the_recipe():
-    """What docs/guide.md and helpers' recheck say notebook 01's `cpu` profile scores is its recipe's eval_n."""
+    """What docs/guide.md and tools/recheck.py say notebook 01's `cpu` profile scores is its recipe's eval_n."""
     scored = (r"`cpu`\s+profile\s+scores\s+(\d[\d,]*)", r"(\d[\d,]*)\s+(?:held-out\s+)?(?:sums\s+)?the\s+`cpu`\s+profile\s+scores")
     for path in (ROOT / "docs" / "guide.md", Path(recheck_module().__file__)):
         found = [n for pattern in scored for n in claims(pattern, text(path))]

@@ -8,32 +8,22 @@ it. Two numbers come back, each with a 95 % Wilson interval:
     format_compliance  share of answers that were a valid `answer` tool call
     accuracy           mean environment score (a reply without a valid tool call scores 0)
 
-Before and after training score the same questions, so `paired_change` compares them question by
-question: a change of a few points can be real even when the two accuracy intervals overlap.
+Before and after training score the same questions, so `helpers.reporting.intervals.paired_change` compares them
+question by question: a change of a few points can be real even when the two accuracy intervals overlap.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
 import time
 from dataclasses import asdict, dataclass, field
 
+from helpers.compute.generation import generate_in_batches
 from helpers.compute.precision import autocast
 from helpers.prompts import SYSTEM_PROMPT, answer_tool
+from helpers.reporting.intervals import check_same_questions, wilson_interval
+from helpers.rollouts.tool_calls import parse_tool_calls
 
 EVAL_SEED = 999_999  # training envs draw random seeds; this fixed one is reserved for evaluation
-
-
-def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95 % interval for a proportion; sane at 0 % and 100 %, unlike the normal approximation."""
-    if n == 0:
-        return (0.0, 0.0)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 class Summarized:
@@ -77,62 +67,6 @@ class EvalResult(Summarized):
 
 
 @dataclass
-class PairedChange:
-    """How accuracy moved between two evaluations of the same questions.
-
-    `change` is the mean per-question score difference (after - before), `ci` its 95 % interval (normal
-    approximation on the n paired differences), `gained`/`lost` the questions whose score went up/down."""
-
-    n: int
-    change: float
-    ci: tuple[float, float]
-    gained: int
-    lost: int
-    measure: str = "accuracy"   # or "exactly right" (`paired_change(..., exact=True)`)
-
-    def __str__(self) -> str:
-        lo, hi = self.ci
-        verdict = "an improvement" if lo > 0 else "a loss" if hi < 0 else "within noise: the interval contains 0"
-        return (f"{self.measure} {self.change * 100:+.1f} points [{lo * 100:+.1f}, {hi * 100:+.1f}] on the same {self.n} "
-                f"questions ({self.gained} gained, {self.lost} lost): {verdict}")
-
-
-def mean_interval(values: list[float], z: float = 1.96) -> tuple[float, tuple[float, float]]:
-    """The mean of `values` and its 95 % interval (normal approximation, sample standard deviation): for paired
-    differences here and the per-game skills of `helpers.wordle.evaluation`."""
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    half = z * sd / math.sqrt(n)
-    return mean, (mean - half, mean + half)
-
-
-def _check_same_questions(before: EvalResult, after: EvalResult) -> None:
-    """Refuse to pair two evaluations unless they answered the same questions in the same order."""
-    questions_before = [s["question"] for s in before.samples]
-    if questions_before != [s["question"] for s in after.samples] or not questions_before:
-        raise ValueError("paired_change needs two evaluations of the same questions: run evaluate_policy "
-                         "with the same seed, n and dataset before and after training.")
-
-
-def paired_change(before: EvalResult, after: EvalResult, z: float = 1.96, *, exact: bool = False) -> PairedChange:
-    """Compare two evaluations question by question (both must come from `evaluate_policy` with the same
-    seed and n, which serves the same questions in the same order; or from
-    `helpers.openreward.evaluation.evaluate_on_split` on the same split and n).
-
-    `exact`: compare exactly right answers (score 1.0) instead of the scores, which for reasoning_gym include
-    partial credit ("-72" for 72 scores 0.67) that a policy can learn to collect."""
-    _check_same_questions(before, after)
-    value = (lambda s: float(s["score"] == 1.0)) if exact else (lambda s: s["score"])
-    diffs = [value(a) - value(b) for b, a in zip(before.samples, after.samples)]
-    mean, (lo, hi) = mean_interval(diffs, z)
-    # scores lie in [0, 1], so a change lies in [-1, 1]
-    return PairedChange(n=len(diffs), change=mean, ci=(max(-1.0, lo), min(1.0, hi)),
-                        gained=sum(d > 0 for d in diffs), lost=sum(d < 0 for d in diffs),
-                        measure="exactly right" if exact else "accuracy")
-
-
-@dataclass
 class KindChange:
     """The paired change on the held-out questions of one kind (`change_by_kind`)."""
 
@@ -163,7 +97,7 @@ def change_by_kind(before: EvalResult, after: EvalResult, kind_of) -> ChangeByKi
     `helpers.chain_sum.local_teacher.working_kind`): where training gained and where it lost, which one number hides.
 
     Counts exact answers (score 1.0), like `EvalResult.exact`."""
-    _check_same_questions(before, after)
+    check_same_questions(before, after)
     pairs: dict[str, list[tuple[bool, bool]]] = {}   # kind -> (right before, right after) per question
     for b, a in zip(before.samples, after.samples):
         pairs.setdefault(kind_of(a["question"]), []).append((b["score"] == 1.0, a["score"] == 1.0))
@@ -171,37 +105,6 @@ def change_by_kind(before: EvalResult, after: EvalResult, kind_of) -> ChangeByKi
                                    sum(a for _, a in rows) / len(rows),
                                    gained=sum(a and not b for b, a in rows), lost=sum(b and not a for b, a in rows))
                         for kind, rows in sorted(pairs.items(), key=lambda item: (-len(item[1]), item[0])))
-
-
-_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
-
-
-def parse_tool_calls(text: str) -> list[dict]:
-    """Every well-formed `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` in `text`, as
-    {"name", "arguments"} dicts, the way TRL reads the Qwen3 format. The one parser of this project:
-    the reasoning_gym evaluation, the ORS evaluation and notebook 02's data checks all use it."""
-    calls = []
-    for match in _TOOL_CALL.finditer(text):
-        try:
-            call = json.loads(match.group(1))
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            continue
-        args = call.get("arguments", {})
-        if isinstance(args, str):  # some models emit the arguments as a JSON string
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                continue
-        if isinstance(args, dict):
-            calls.append({"name": call["name"], "arguments": args})
-    return calls
-
-
-def strip_tool_calls(text: str) -> str:
-    """`text` without its `<tool_call>` blocks: what the model wrote around its calls."""
-    return _TOOL_CALL.sub("", text)
 
 
 def parse_answer_call(text: str) -> str | None:
@@ -212,8 +115,8 @@ def parse_answer_call(text: str) -> str | None:
     return str(calls[0]["arguments"]["answer"])
 
 
-# What the KV cache of one CPU evaluation batch may take: for notebook 01's sums (~445 positions) 256 rows under bf16
-# autocast, 159 in fp32; more rows were faster (docs/measurements.md#held-out-evaluation-on-cpu).
+# The KV cache one CPU evaluation batch may fill, and its most rows: more rows share each pass over the weights
+# (docs/measurements.md#held-out-evaluation-on-cpu).
 EVAL_CACHE_GIB = 3.0
 MAX_CPU_BATCH = 256
 
@@ -252,12 +155,10 @@ def generate_replies(model, tokenizer, conversations: list[list[dict]], *, tools
 
     `precision` ("bf16"/"fp16") generates under that autocast on the model's device, the precision the
     trainer trains in (`helpers.compute.precision.choose_precision`): greedy replies in fp32 and bf16 differ
-    (4 points on 100 chain_sum questions, measured), so an evaluation before training and one after must
+    (docs/measurements.md#precision-on-cpu), so an evaluation before training and one after must
     use the same setting. None or "fp32" leave the precision as the caller set it (an outer autocast stays on).
     """
     import torch
-
-    from helpers.compute.generation import generate_in_batches
 
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

@@ -18,6 +18,11 @@ import math
 import re
 from dataclasses import dataclass
 
+from helpers.chain_sum.local_teacher import working_kind
+from helpers.compute.generation import generate_shared
+from helpers.compute.precision import autocast
+from helpers.rollouts.tool_calls import strip_tool_calls
+
 # Datasets the walkthrough names as drop-in swaps for chain_sum (any reasoning_gym name works).
 SUGGESTED_DATASETS = ("chain_sum", "simple_equations", "letter_counting", "propositional_logic")
 
@@ -67,9 +72,6 @@ def sample_group(model, tokenizer, messages: list[dict], *, n: int, tools=None, 
     """
     import torch
 
-    from helpers.compute.generation import generate_shared
-    from helpers.compute.precision import autocast
-
     text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False,
                                          enable_thinking=False)
     inputs = tokenizer(text, return_tensors="pt", add_special_tokens=False).to(model.device)
@@ -117,8 +119,6 @@ def question_seeds(n: int, seed: int, *, low: int, dataset_name: str = "chain_su
                          f"{dataset_name!r}: set CARRY_BORROW_SHARE=None.")
     import reasoning_gym
 
-    from helpers.chain_sum.local_teacher import working_kind
-
     pools: dict[bool, list[int]] = {True: [], False: []}
     seeds = []
     for i in range(n):
@@ -150,8 +150,6 @@ def arithmetic_statements(text: str) -> list[bool]:
 
 def _reply_text(completion) -> str:
     """What the policy wrote in one completion (TRL passes a message list for chat prompts), tool calls left out."""
-    from helpers.chain_sum.evaluation import strip_tool_calls
-
     if isinstance(completion, str):
         return strip_tool_calls(completion)
     return "\n".join(strip_tool_calls(str(m.get("content") or "")) for m in completion if m.get("role") == "assistant")
@@ -275,11 +273,11 @@ def diagnose(delta: RewardDelta, *, change=None, tool_call_frequency: float | No
              high: float = 0.9, low: float = 0.2, z: float = 2.0) -> Diagnosis:
     """What the run shows and what to change, read from what decides.
 
-    `change`: the paired held-out change after training (`helpers.chain_sum.evaluation.paired_change(before,
+    `change`: the paired held-out change after training (`helpers.reporting.intervals.paired_change(before,
     after)`, or anything with `change`, `ci`, `n`, `gained` and `lost`). Whenever an evaluation ran, it decides:
     its interval above 0 is a gain, below 0 a loss, across 0 no resolved change. The training reward does not: in
-    notebook 01 a step's reward is 16 rollouts on 2 questions, and measured seeds whose five-step means fell
-    (0.46 -> 0.29) or stayed (0.23 -> 0.21) gained +7.0 and +3.5 held-out. Without `change` (no evaluation after
+    notebook 01 a step's reward is 16 rollouts on 2 questions, and seeds whose reward fell or stayed flat gained
+    held-out (docs/measurements.md#notebook-01). Without `change` (no evaluation after
     training) the reward delta speaks, and counts as a change only beyond its own noise: `z` times
     `delta.noise`, and at least `flat`. `high` / `low`: start rewards above / below which a run whose reward did
     not move reads as too easy / too hard. `tool_call_frequency` (TRL's `tools/call_frequency`) 0: the model

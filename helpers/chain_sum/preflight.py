@@ -19,14 +19,17 @@ breaks the policy: pass@k no better than greedy), "no headroom" (few mixed group
     pf.mixed_tasks()                # the questions whose group was mixed (MIXED_ONLY: measured worse, off)
 
 One core (`preflight`) takes a sampler, `sample(tasks, k, temperature) -> [[episode, ...] per task]`
-with each episode a dict {"reward": float, "parsed": bool}, and temperature None meaning greedy. The two
-samplers here adapt it to a reasoning_gym server (notebook 01) and to an ORS environment through
-`OpenRewardSpec` (notebook 04, multi-turn).
+with each episode a dict {"reward": float, "parsed": bool}, and temperature None meaning greedy. The sampler here
+adapts it to a reasoning_gym server (notebook 01); `helpers.openreward.evaluation.ors_sampler` to an ORS environment
+through `OpenRewardSpec` (notebook 04, multi-turn).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+
+from helpers.chain_sum.evaluation import generate_replies, parse_answer_call
+from helpers.prompts import SYSTEM_PROMPT, answer_tool
 
 FORMAT_BOUND = 0.5     # below this parse rate most rollouts score 0 whatever they say
 LOW_MIXED = 0.2        # below this share of mixed groups most steps carry no gradient
@@ -157,8 +160,6 @@ def reasoning_gym_sampler(model, tokenizer, base_url: str, *, dataset_name: str 
     """A sampler for `preflight` on a reasoning_gym server; tasks are question seeds (notebook 01's
     `question_seed` column: `reset(seed=s, size=1)` serves that question). One-turn episodes: the reply's
     `answer` tool call is sent to the environment, which scores it; no valid call scores 0."""
-    from helpers.chain_sum.evaluation import generate_replies, parse_answer_call
-    from helpers.prompts import SYSTEM_PROMPT, answer_tool
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
     config = dict(dataset_config or {})
@@ -189,20 +190,3 @@ def reasoning_gym_sampler(model, tokenizer, base_url: str, *, dataset_name: str 
 
     return sample
 
-
-def ors_sampler(model, tokenizer, spec, *, max_turns: int = 4, max_new_tokens: int = 96, batch_size: int | None = None,
-                system_prompt: str | None = None, precision: str | None = None, progress: bool = False):
-    """A sampler for `preflight` on an ORS environment through a `trl.experimental.openreward.OpenRewardSpec`;
-    tasks are rows of `spec.train_dataset`. Multi-turn episodes (`helpers.openreward.evaluation.play_episodes`);
-    an episode is "parsed" when it made at least one tool call, and one the environment never scored gets 0."""
-    from helpers.openreward.evaluation import play_episodes
-
-    def sample(rows: list[dict], k: int, temperature: float | None) -> list[list[dict]]:
-        repeated = [row for row in rows for _ in range(k)]
-        played = play_episodes(model, tokenizer, repeated, spec.environment_factory, max_turns=max_turns,
-                               max_new_tokens=max_new_tokens, batch_size=batch_size, system_prompt=system_prompt,
-                               precision=precision, temperature=temperature, progress=progress)
-        episodes = [{"reward": s["score"], "parsed": bool(s["tool_calls"])} for s in played]
-        return [episodes[i * k:(i + 1) * k] for i in range(len(rows))]
-
-    return sample

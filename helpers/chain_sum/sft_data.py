@@ -25,7 +25,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers.chain_sum.evaluation import parse_answer_call
+from helpers.model_folders import trl_qwen3_chat_template
 from helpers.prompts import answer as answer_tool
+from helpers.secrets import secret_to_env
+from helpers.servers import LocalServer
 
 RESULTS_FILE = "results.jsonl"
 _SUMMARY = re.compile(r"Collected=(\d+)\s+skipped=(\d+)\s+dropped=(\d+)\s+failed=(\d+)")
@@ -81,8 +85,6 @@ class Teacher:
         """Serve the local stand-in teacher (helpers.chain_sum.local_teacher) on 127.0.0.1 and point a Teacher at it; returns
         (teacher, server), the server stopped with the kernel. `knobs` are its TEACHER_* settings by their lower-case
         names: mistake_rate, no_tool_rate, seed, show_work, calculate_share (helpers/chain_sum/local_teacher.py)."""
-        from helpers.servers import LocalServer
-
         env = {f"TEACHER_{name.upper()}": int(value) if isinstance(value, bool) else value
                for name, value in knobs.items()}
         server = LocalServer("helpers.chain_sum.local_teacher:create_app", factory=True, name="teacher",
@@ -284,9 +286,6 @@ def check_rows(tokenizer, kept: list[dict], *, shows_work: bool = False) -> dict
     `<tool_call>`, an integer answer, and either no text besides the call or (`shows_work`) working that ends in the
     number the call submits (working that disagrees with its answer would teach the student to ignore it). The
     tokenizer must carry TRL's qwen3 chat template byte for byte. Raises ValueError when a check fails."""
-    from helpers.chain_sum.evaluation import parse_answer_call
-    from helpers.models.offline import trl_qwen3_chat_template
-
     if tokenizer.chat_template != trl_qwen3_chat_template():
         raise ValueError("TRL needs its qwen3 chat template, byte for byte")
     extra = "working ends in the answer" if shows_work else "no extra text"
@@ -353,8 +352,6 @@ def choose_teacher(setting: str, *, llm_endpoint: str | None = None, model: str 
     the environment, where the `openenv collect` subprocess reads it); without it the local stand-in
     teaches, and this says so instead of failing later.
     """
-    from helpers.secrets import secret_to_env
-
     if llm_endpoint:
         kind, why = "endpoint", f"LLM_ENDPOINT is set ({llm_endpoint})"
     elif setting == "openai" and secret_to_env("OPENAI_API_KEY"):

@@ -16,6 +16,14 @@ from __future__ import annotations
 import json
 
 from helpers.chain_sum.sft_data import Teacher, check_teacher, choose_teacher, filter_report, require_examples
+from helpers.compute.hardware import check_memory
+from helpers.compute.precision import choose_precision
+from helpers.models import load_policy
+from helpers.reporting.publish import check_can_publish
+from helpers.reporting.show import show_rollout
+from helpers.reporting.tracking import check_trackio_space
+from helpers.secrets import secret_to_env
+from helpers.servers import server_or_url
 
 # The probe's question: the shape of the environment's questions, so a teacher that cannot answer them shows here.
 PROBE_QUESTION = "State the final answer to the following arithmetic problem: 12 + 34 - 5 ="
@@ -26,10 +34,6 @@ def check_publishing(push: bool, hub_dataset_id: str | None, hub_model_id: str |
     """Before anything slow: raise now if an opt-in Hub part (the rollouts' and the checkpoint's push, a trackio
     Space) cannot work, instead of after collecting and training. With `push`, a Colab secret HF_TOKEN is copied
     into the environment, the only way it reaches the `openenv collect` subprocess that uploads the rollouts."""
-    from helpers.reporting.publish import check_can_publish
-    from helpers.reporting.tracking import check_trackio_space
-    from helpers.secrets import secret_to_env
-
     if push and not hub_dataset_id:
         raise ValueError("PUSH_TO_HUB=True needs HUB_DATASET_ID (e.g. 'your-name/chain-sum-rollouts').")
     check_can_publish(push, hub_model_id)
@@ -42,8 +46,6 @@ def start_environment(base_url: str | None = None, *, max_concurrent_envs: int =
     """The reasoning_gym environment `openenv collect` and the evaluation talk to: `base_url` (a Space or your own
     deployment, checked now) or, when None, a local server on a free port of 127.0.0.1. Prints which; returns
     (url, server), server None for a given URL."""
-    from helpers.servers import server_or_url
-
     if max_concurrent_envs < 1:
         raise ValueError(f"max_concurrent_envs must be at least 1, not {max_concurrent_envs}")
     url, server = server_or_url(base_url, "reasoning_gym_env.server.app:app",
@@ -86,8 +88,6 @@ def start_teacher(settings, *, system_prompt: str, max_tokens: int = 1024, llm_e
 def show_episode(record: dict) -> None:
     """Print one episode of results.jsonl as stored (episode_id, messages, reward), then as a rollout: the question,
     the teacher's tool call, the environment's reply, the reward."""
-    from helpers.reporting.show import show_rollout
-
     missing = [key for key in ("episode_id", "messages", "reward") if key not in record]
     if missing:
         raise ValueError(f"Not an episode of results.jsonl (no {', '.join(missing)}): {str(record)[:200]}")
@@ -114,10 +114,6 @@ def load_student(notebook: str, settings, model_path: str, *, seq_len: int, seed
     and the precision the trainer will use (`choose_precision`: "auto" is timed here on CPU, the card's own on
     CUDA). Prints the size and the precision; returns (model, precision)."""
     import torch
-
-    from helpers.compute.hardware import check_memory
-    from helpers.compute.precision import choose_precision
-    from helpers.models import load_policy
 
     if not seq_len or seq_len < 1:
         raise ValueError(f"seq_len must be a positive number of tokens (the measured max_length), not {seq_len!r}")

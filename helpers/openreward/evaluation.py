@@ -16,7 +16,11 @@ import inspect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from helpers.chain_sum.evaluation import Summarized, generate_replies, parse_tool_calls, strip_tool_calls, wilson_interval
+from helpers.chain_sum.evaluation import Summarized, generate_replies
+from helpers.chain_sum.preflight import preflight
+from helpers.reporting.alarms import RunWatch, judge_arithmetic
+from helpers.reporting.intervals import wilson_interval
+from helpers.rollouts.tool_calls import parse_tool_calls, strip_tool_calls
 
 def environment_tools(environment) -> list:
     """The environment's tool methods, collected the way GRPOTrainer collects them."""
@@ -67,7 +71,7 @@ def play_episodes(model, tokenizer, rows, make_env, *, max_turns: int = 4, max_n
     Each episode opens a session (`make_env()`, `reset(**row)`), then each turn the model replies (greedy, or
     sampled at `temperature`), every tool call runs against the server and its result goes back, until a tool
     says `finished` or the model stops calling tools. A row repeated k times gives k independent episodes
-    of that task (what `helpers.chain_sum.preflight` samples)."""
+    of that task (what `ors_sampler` samples for `helpers.chain_sum.preflight`)."""
     episodes = []
     for row in rows:
         env = make_env()
@@ -206,12 +210,28 @@ def show_model_prompt(tokenizer, environment, task_prompt: str, *, row: dict | N
     return seen
 
 
+def ors_sampler(model, tokenizer, spec, *, max_turns: int = 4, max_new_tokens: int = 96, batch_size: int | None = None,
+                system_prompt: str | None = None, precision: str | None = None, progress: bool = False):
+    """A sampler for `helpers.chain_sum.preflight.preflight` on an ORS environment through a
+    `trl.experimental.openreward.OpenRewardSpec`; tasks are rows of `spec.train_dataset`. Multi-turn episodes
+    (`play_episodes`); an episode is "parsed" when it made at least one tool call, and one the environment never
+    scored gets 0."""
+
+    def sample(rows: list[dict], k: int, temperature: float | None) -> list[list[dict]]:
+        repeated = [row for row in rows for _ in range(k)]
+        played = play_episodes(model, tokenizer, repeated, spec.environment_factory, max_turns=max_turns,
+                               max_new_tokens=max_new_tokens, batch_size=batch_size, system_prompt=system_prompt,
+                               precision=precision, temperature=temperature, progress=progress)
+        episodes = [{"reward": s["score"], "parsed": bool(s["tool_calls"])} for s in played]
+        return [episodes[i * k:(i + 1) * k] for i in range(len(rows))]
+
+    return sample
+
+
 def ors_preflight(model, tokenizer, spec, settings, precision):
     """Before GRPO: `settings.num_generations` sampled rollouts (at the training temperature) for each of the first
     `settings.preflight_n` training tasks, scored by the environment; prints and returns pass@k and the share of
     mixed groups (`helpers.chain_sum.preflight.Preflight`), or None when `settings.preflight_n` is 0."""
-    from helpers.chain_sum.preflight import ors_sampler, preflight
-
     if not settings.preflight_n:
         return None
     if settings.preflight_n > len(spec.train_dataset):
@@ -230,7 +250,5 @@ def watch_training(evaluate, settings):
     `split_evaluator`) probes 9 held-out tasks (3 a difficulty), greedy; it raises an alarm if the training reward
     climbs while they fall, or if the tool calls vanish; the judge recomputes each answer from its question, for
     the gallery of rewarded rollouts that are wrong."""
-    from helpers.reporting.alarms import RunWatch, judge_arithmetic
-
     return RunWatch(probe=lambda m: evaluate(m, n=9, progress=False).accuracy,
                     probe_every=max(1, settings.max_steps // 3), judge=judge_arithmetic)

@@ -9,6 +9,11 @@ as notebooks 01-03 spell them out.
 
 from __future__ import annotations
 
+from helpers.compute.hardware import check_memory
+from helpers.compute.precision import choose_precision
+from helpers.model_folders import resolve_model
+from helpers.models import freeze_lower_layers, load_policy
+
 
 def load_student(notebook: str, settings):
     """(model, tokenizer, precision) for `settings.model`, printed with its size, device and precision.
@@ -18,11 +23,6 @@ def load_student(notebook: str, settings):
     `settings.freeze_layers` layers, and picks the precision (`settings.precision`: "auto" is timed here on CPU,
     the card's native type on CUDA) that the evaluations and the trainers share."""
     from transformers import AutoTokenizer
-
-    from helpers.compute.hardware import check_memory
-    from helpers.compute.precision import choose_precision
-    from helpers.models import freeze_lower_layers, load_policy
-    from helpers.models.offline import resolve_model
 
     if not getattr(settings, "model", None):
         raise ValueError(f"{notebook}: no model to load (settings.model is {getattr(settings, 'model', None)!r}); "

@@ -65,6 +65,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from helpers.servers import ServerError, check_reachable
 from helpers.servers.resilient import TOTALS, EpisodeFailed, Patience, ResilienceStats, _span, announce, settled
 
 __all__ = ["resilient_sessions", "ORSReplayRule", "RULES", "classify_ors", "EpisodeFailed", "EnvironmentUnavailable"]
@@ -300,8 +301,6 @@ class _Resilient:
 
 def _environment_key(target: str, env_name: str | None, wake_timeout_s: float, out: Callable[[str], None]) -> str:
     """The name `RULES` is keyed by: the server's environment (a URL target) or the catalog name."""
-    from helpers.servers import ServerError, check_reachable
-
     if "://" not in target:
         return target.lower()
     if env_name:

@@ -19,6 +19,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from helpers.chain_sum.sft_data import Teacher
+
 
 class WarmStartDataError(RuntimeError):
     """The teacher episodes cannot give the warm start this notebook needs; the message names the knob."""
@@ -191,8 +193,6 @@ def play_teacher(target: str, settings, *, endpoint: str | None = None, model: s
     of the tasks and errs at `settings.teacher_mistake_rate` when it does not). Prints the counts and one kept
     episode with `calculate` and one without. A catalog `target` (no URL) raises ValueError: the teacher plays on
     an ORS server by URL; the kept episodes failing `check_warm_start_data` raise WarmStartDataError."""
-    from helpers.chain_sum.sft_data import Teacher
-
     if not settings.warm_start:
         print("WARM_START=False: training starts from", settings.model, "as it is")
         return WarmStartData()

@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from helpers.chain_sum.evaluation import paired_change
-# re-exported: the notebooks and chain_sum/recheck.py import run_dir and use_runs_dir from here
+from helpers.reporting.intervals import paired_change
+# re-exported: the notebooks import run_dir and use_runs_dir from here
 from helpers.runs import load_metrics, run_dir, runs_dir, use_runs_dir  # noqa: F401
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from helpers.chain_sum.evaluation import parse_tool_calls, strip_tool_calls
+from helpers.rollouts.tool_calls import parse_tool_calls, strip_tool_calls
 
 
 def compact(text, limit: int = 160) -> str:

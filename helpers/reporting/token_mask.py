@@ -20,7 +20,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from helpers.chain_sum.evaluation import parse_tool_calls
+from helpers.rollouts.tool_calls import parse_tool_calls
 from helpers.reporting.show import last_rollout
 
 KINDS = {"prompt": ("PROMPT (not trained)", "#eeeeee"), "model": ("MODEL (trained)", "#c8f0cf"),
@@ -112,7 +112,7 @@ def prefix_preserving(tokenizer, chat_template=None) -> bool:
 
 def tool_calls_parse(message: dict) -> bool:
     """An assistant turn's tool calls are well formed: structured `tool_calls` with a name and dict arguments,
-    or `<tool_call>` text that `helpers.chain_sum.evaluation.parse_tool_calls` reads, one call per tag."""
+    or `<tool_call>` text that `helpers.rollouts.tool_calls.parse_tool_calls` reads, one call per tag."""
     calls = message.get("tool_calls")
     if calls:
         return all(isinstance(c.get("function", c).get("name"), str)

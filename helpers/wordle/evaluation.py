@@ -17,7 +17,12 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 
-from helpers.chain_sum.evaluation import mean_interval, wilson_interval
+from helpers.chain_sum.evaluation import default_batch_size
+from helpers.compute.generation import generate_in_batches
+from helpers.compute.precision import autocast
+from helpers.reporting.intervals import mean_interval, wilson_interval
+from helpers.rollouts import TemplateView, tokenizer_of
+from helpers.wordle.game import DATASET_PROMPT, check_words
 
 EVAL_WORDS_SEED = 20_261_125   # fixes which words are held out; training draws only from the others
 
@@ -116,7 +121,7 @@ def same_script(games: list[dict]) -> dict:
 
 
 def summarize_games(games: list[dict], words: list[str]) -> WordleEval:
-    """A WordleEval from per-game records (`helpers.wordle.game_record`, as the rollout's `score` returns them)."""
+    """A WordleEval from per-game records (`helpers.wordle.game.game_record`, as the rollout's `score` returns them)."""
     if not games:
         raise ValueError("No held-out games were played: pass at least one evaluation word.")
     metrics = {}
@@ -144,15 +149,9 @@ def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, player
     `max_sessions` games run at once (the server needs that many free session slots)."""
     import torch
 
-    from helpers import wordle
-    from helpers.chain_sum.evaluation import default_batch_size
-    from helpers.compute.generation import generate_in_batches
-    from helpers.compute.precision import autocast
-    from helpers.rollouts import TemplateView, tokenizer_of
-
     if not words:
         raise ValueError("evaluate_wordle needs at least one word: pass the held-out side of split_words().")
-    wordle.check_words(words, "evaluation")
+    check_words(words, "evaluation")
     view = TemplateView(tokenizer, dict(chat_template_kwargs or {}))
     text_tokenizer = tokenizer_of(view)
     eos = text_tokenizer.eos_token_id
@@ -176,7 +175,7 @@ def evaluate_wordle(model, tokenizer, base_url: str, words: list[str], *, player
     try:   # at most `max_sessions` games at once: the server's session slots are shared with training
         for start in range(0, len(words), max_sessions):
             chunk = list(words[start:start + max_sessions])
-            games += rollout.play(view, [prompt or wordle.DATASET_PROMPT] * len(chunk),
+            games += rollout.play(view, [prompt or DATASET_PROMPT] * len(chunk),
                                  list(range(start, start + len(chunk))), chunk, generate=greedy)
     finally:
         rollout.close()

@@ -17,6 +17,19 @@ from __future__ import annotations
 
 import time
 
+from helpers.compute.hardware import check_memory
+from helpers.compute.precision import choose_precision
+from helpers.compute.vllm_check import decide_use_vllm
+from helpers.model_folders import resolve_model
+from helpers.models import load_policy
+from helpers.reporting.alarms import RunWatch
+from helpers.reporting.publish import check_can_publish
+from helpers.reporting.tracking import check_trackio_space, trainer_io
+from helpers.rollouts import TemplateView
+from helpers.servers import server_or_url
+from helpers.wordle.evaluation import HeldOut, check_held_out, paired_changes, split_words, wordle_words
+from helpers.wordle.teacher import sft_rows
+
 VLLM_MODES = ("colocate", "server")
 EVAL_SESSIONS = 72   # the held-out evaluation's 64 games at once, the teacher's game and yours, with room to spare
 
@@ -28,10 +41,6 @@ def check_options(settings, vllm_server_url: str | None = None, push_to_hub: boo
     after training. Prints the generation mode and returns whether to use vLLM (the profile's wish falls back to
     transformers, and says so, when vLLM cannot run; USE_VLLM=True set by you raises instead)."""
     import torch
-
-    from helpers.compute.vllm_check import decide_use_vllm
-    from helpers.reporting.publish import check_can_publish
-    from helpers.reporting.tracking import check_trackio_space
 
     check_can_publish(push_to_hub, hub_model_id)
     check_trackio_space(trackio_space_id, settings.report_to)
@@ -61,11 +70,6 @@ def load_models(notebook: str, settings):
     CPU, the card's native on CUDA), its tokenizer, and where both models come from. Prints each decision."""
     from transformers import AutoTokenizer
 
-    from helpers.compute.hardware import check_memory
-    from helpers.compute.precision import choose_precision
-    from helpers.models import load_policy
-    from helpers.models.offline import resolve_model
-
     model_path = resolve_model(settings.model)
     echo_model_path = resolve_model(settings.echo_model)
     print("model:", model_path, "| echo model:", echo_model_path)
@@ -93,15 +97,11 @@ class TrainerArgs:
     def io(self, name: str) -> dict:
         """Where trainer `name` writes (runs/<notebook>/<name>), how it logs, in which precision: the same for SFT
         and GRPO (helpers.reporting.tracking.trainer_io)."""
-        from helpers.reporting.tracking import trainer_io
-
         return trainer_io(self.notebook, name, self.settings, self.precision, trackio_space_id=self.trackio_space_id,
                           seed=self.settings.seed)
 
 
 def _environment(base_url: str | None, app: str, name: str, label: str, **server_kwargs):
-    from helpers.servers import server_or_url
-
     url, server = server_or_url(base_url, app, name=name, **server_kwargs)
     print(f"{label} environment at", url, "(started here)" if server else "(given)")
     return url, server
@@ -142,8 +142,6 @@ def held_out_games(env_url: str, player, trainer_args: TrainerArgs):
     """(training words, HeldOut): EVAL_GAMES of TextArena's secret words held out (never drawn in training, checked),
     printed with a few examples, and the evaluation that plays them greedily with `player` (the notebook's
     WordleRollout) as the trainer generates: its turns, tokens per guess, chat template and precision."""
-    from helpers.wordle.evaluation import HeldOut, check_held_out, split_words, wordle_words
-
     settings = trainer_args.settings
 
     train_words, eval_words = split_words(wordle_words(), n_eval=settings.eval_games)
@@ -161,10 +159,6 @@ def warm_start_sft(sft_class, sft_config, model, tokenizer, kept_games: list[dic
     laid out as the rollout lays out a game), then the held-out games again, printed with the paired change from
     `base_eval`. WARM_START off (`settings.warm_start` False): nothing trains, (0.0, base_eval)."""
     from datasets import Dataset
-
-    from helpers.rollouts import TemplateView
-    from helpers.wordle.evaluation import paired_changes
-    from helpers.wordle.teacher import sft_rows
 
     settings = trainer_args.settings
     if not settings.warm_start:
@@ -190,8 +184,6 @@ def warm_start_sft(sft_class, sft_config, model, tokenizer, kept_games: list[dic
 def run_watch(held_out, tokenizer, *, max_steps: int, probe_games: int = 8):
     """A `helpers.reporting.alarms.RunWatch` for the Wordle trainer: alarms while it trains, and a probe (valid
     guesses in the first `probe_games` held-out games, greedy) at the start, halfway and the end."""
-    from helpers.reporting.alarms import RunWatch
-
     if probe_games < 1:
         raise ValueError(f"probe_games must be at least 1, not {probe_games}.")
     probe_words = held_out.words[:probe_games]

@@ -36,7 +36,12 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 
-from helpers.wordle import BRACKETED_WORD, is_consistent
+from helpers.chain_sum.local_teacher import completion_response
+from helpers.chain_sum.sft_data import NoExamplesError, Teacher, TeacherError
+from helpers.rollouts import chat_prompt_ids, env_turn_ids, tokenizer_of
+from helpers.servers import LocalServer
+from helpers.wordle.evaluation import wordle_words
+from helpers.wordle.game import BRACKETED_WORD, DATASET_PROMPT, SYSTEM_PROMPT, guess_message, is_consistent
 
 DEFAULT_MODEL_NAME = "wordle-teacher"
 
@@ -108,9 +113,6 @@ class ScriptedPlayer:
 
 def create_app(player: ScriptedPlayer | None = None, model_name: str | None = None):
     """The FastAPI app: POST /v1/chat/completions, GET /v1/models, GET /health."""
-    from helpers.chain_sum.local_teacher import completion_response
-    from helpers.wordle.evaluation import wordle_words
-
     player = player or ScriptedPlayer(wordle_words(), seed=int(os.environ.get("WORDLE_TEACHER_SEED", "0")),
                                       opener=os.environ.get("WORDLE_TEACHER_OPENER", "").strip().lower() or None,
                                       top=int(os.environ.get("WORDLE_TEACHER_TOP", "0")))
@@ -160,13 +162,10 @@ def collect_games(teacher, env_url: str, words: list[str], *, n_games: int, seed
     does not answer."""
     from textarena_env import TextArenaAction, TextArenaEnv
 
-    from helpers import wordle
-    from helpers.chain_sum.sft_data import TeacherError
-
     if not words:
         raise ValueError("collect_games needs training words to draw secrets from (the training side of split_words).")
     client = teacher.chat_client().with_options(timeout=timeout, max_retries=1)
-    system_prompt = system_prompt or wordle.SYSTEM_PROMPT
+    system_prompt = system_prompt or SYSTEM_PROMPT
     rng = random.Random(seed)
     games = []
     with TextArenaEnv(base_url=env_url).sync() as env:
@@ -175,7 +174,7 @@ def collect_games(teacher, env_url: str, words: list[str], *, n_games: int, seed
             game_seed = rng.randrange(2**31)
             result = env.reset(word=word)
             env_prompt = result.observation.prompt
-            user = f"{prompt or wordle.DATASET_PROMPT}\n\n{env_prompt}".strip()
+            user = f"{prompt or DATASET_PROMPT}\n\n{env_prompt}".strip()
             messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
             invalid = 0
             for turn in range(max_turns):
@@ -188,7 +187,7 @@ def collect_games(teacher, env_url: str, words: list[str], *, n_games: int, seed
                                        "OpenAI-compatible endpoint, or None for the local scripted player.") from exc
                 text = (answer.choices[0].message.content or "").strip()
                 messages.append({"role": "assistant", "content": text})
-                result = env.step(TextArenaAction(message=wordle.guess_message(text)))
+                result = env.step(TextArenaAction(message=guess_message(text)))
                 invalid += int(result.observation.invalid_move)
                 if result.done or turn == max_turns - 1:
                     break
@@ -205,8 +204,6 @@ def won_games(games: list[dict]) -> list[dict]:
     what to change, because SFT on nothing would silently train nothing."""
     kept = [g for g in games if g["won"] and g["invalid_moves"] == 0]
     if not kept:
-        from helpers.chain_sum.sft_data import NoExamplesError
-
         raise NoExamplesError(
             f"The teacher won none of its {len(games)} games without an invalid move, so there is nothing to "
             "imitate. Check that it answers with one bracketed five-letter word per turn (print one game's "
@@ -218,8 +215,6 @@ def sft_rows(games: list[dict], view) -> list[dict]:
     """One pre-tokenized SFT row per game, {"input_ids", "assistant_masks"}, laid out exactly as notebook 03's
     `WordleRollout` lays out a game: prompt (masked), each reply + EOS (trained), the game's replies as user turns
     via `env_turn_ids` (masked). `view`: the trainer, or a `helpers.rollouts.TemplateView`."""
-    from helpers.rollouts import chat_prompt_ids, env_turn_ids, tokenizer_of
-
     tokenizer = tokenizer_of(view)
     rows = []
     for game in games:
@@ -243,9 +238,6 @@ def warm_start_games(settings, teacher_url: str | None, env_url: str, train_word
     `settings.teacher_games` whole games on training words; the reward filter (`won_games`) keeps those won without
     an invalid move and stops, with what to change, when none are left. Prints the tally and one kept game.
     WARM_START off: nothing is played, ([], [], None). Stop `server` (None unless started here) when done."""
-    from helpers.chain_sum.sft_data import Teacher
-    from helpers.servers import LocalServer
-
     if not settings.warm_start:
         print("WARM_START is off: GRPO starts from the model as it is.")
         return [], [], None

@@ -6,7 +6,7 @@ root of the number of questions, so this scores both models on the same `n` ques
 notebook's (`default_n`: 1800 for `cpu`, the notebook's 900 first, in the same order, then 900 it never saw), and
 prints the paired change:
 
-    python -m helpers.chain_sum.recheck runs/02_sft_warmup/checkpoint runs/01_grpo_walkthrough/model
+    python -m tools.recheck runs/02_sft_warmup/checkpoint runs/01_grpo_walkthrough/model
 
 `--n` sets another count; one no larger than the notebook's re-scores only questions it already scored (it says so).
 Greedy replies like the notebook's evaluation, in fp32 unless `--precision` says otherwise; on 2 AVX2-only CPU
@@ -19,11 +19,14 @@ import argparse
 import json
 from pathlib import Path
 
-from helpers.chain_sum.evaluation import evaluate_policy, paired_change
+from helpers.chain_sum.evaluation import evaluate_policy
 from helpers.models import load_policy
 from helpers.profiles import resolve_settings
 from helpers.prompts import system_prompt_for
 from helpers.recipes import RECIPES
+from helpers.reporting.intervals import paired_change
+from helpers.runs import run_dir
+from helpers.servers import server_or_url
 
 NB = "01_grpo_walkthrough"
 
@@ -56,9 +59,6 @@ def recheck(before: str, after: str, base_url: str, *, n: int, dataset_name: str
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from helpers.reporting.metrics import run_dir
-    from helpers.servers import server_or_url
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before", help="the start model's folder (notebook 02's checkpoint)")
     parser.add_argument("after", help="the trained model's folder (notebook 01 saves it as runs/01_grpo_walkthrough/model)")
