@@ -193,7 +193,8 @@ def test_warm_start_games_and_sft_as_the_notebook_runs_them(wordle_url, tmp_path
                        chat_template_kwargs=args.chat_template_kwargs, precision="fp32")
     base = held_out(model, tokenizer, show=True)
     assert "2 held-out games, greedy:" in capsys.readouterr().out
-    config = SFTConfig(**args.io("sft"), num_train_epochs=1, per_device_train_batch_size=2, max_length=None)
+    config = SFTConfig(**args.io("sft"), num_train_epochs=1, per_device_train_batch_size=2, max_length=None,
+                       activation_checkpointing=False)
     seconds, warm = plumbing.warm_start_sft(SFTTrainer, config, model, tokenizer, kept, args, held_out, base)
     out = capsys.readouterr().out
     assert seconds > 0 and warm.words == base.words

@@ -251,7 +251,8 @@ def test_play_teacher_and_sft_warm_start_train_on_the_rewarded_episodes(ors, spe
         weights = [p.detach().clone() for p in model.parameters() if p.requires_grad]
         env = spec.environment_factory()
         config = SFTConfig(**trainer_io("nb04-test", "sft", tiny_settings, precision, seed=0, report_to="none"),
-                           num_train_epochs=1, per_device_train_batch_size=2, max_length=1024, assistant_only_loss=True)
+                           num_train_epochs=1, per_device_train_batch_size=2, max_length=1024, assistant_only_loss=True,
+                           activation_checkpointing=False)
         seconds = sft_warm_start(SFTTrainer, config, model, tokenizer, warm, environment_tools(env),
                                  settings=tiny_settings)
         assert seconds > 0 and f"SFT: {len(warm.kept)} episodes" in capsys.readouterr().out

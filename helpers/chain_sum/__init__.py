@@ -1,1 +1,2 @@
-"""Notebooks 01 and 02's reasoning_gym sums: evaluation, preflight, GRPO sizing, the local teacher, SFT data."""
+"""Notebooks 01 and 02's reasoning_gym sums: each notebook's steps that are not the lesson (walkthrough.py for 01,
+sft_steps.py for 02), evaluation, preflight, GRPO sizing and diagnosis, the local teacher, SFT data."""

@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 from helpers.reporting.intervals import paired_change
-# re-exported: the notebooks import run_dir and use_runs_dir from here
-from helpers.runs import load_metrics, run_dir, runs_dir, use_runs_dir  # noqa: F401
+from helpers.runs import run_dir
 
 
 def _jsonable(value):

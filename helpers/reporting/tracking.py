@@ -70,12 +70,13 @@ def trainer_io(notebook: str, name: str, settings, precision, *, trackio_space_i
     """The fields every trainer config of a notebook shares and no lesson is about, so the config in the notebook
     shows only its learning knobs: where the trainer writes (runs/<notebook>/<name>), how it logs (one trackio
     project, the profile's `report_to`, every step), no checkpoints, the precision and device `choose_precision`
-    picked, the profile's activation checkpointing, no push (helpers.reporting.publish pushes). `overrides` win.
+    picked, no push (helpers.reporting.publish pushes). `overrides` win. The recipe's knobs (activation
+    checkpointing included) are the config cell's to show.
 
         GRPOConfig(**trainer_io(NOTEBOOK, "trainer", settings, precision, seed=SEED), learning_rate=..., ...)
     """
     fields = dict(output_dir=str(run_dir(notebook) / name), run_name=f"{notebook}-{name}-{settings.profile}",
                   project=PROJECT, report_to=settings.report_to, trackio_space_id=trackio_space_id, logging_steps=1,
                   save_strategy="no", seed=seed, use_cpu=precision.device == "cpu", bf16=precision.bf16,
-                  fp16=precision.fp16, activation_checkpointing=settings.activation_checkpointing, push_to_hub=False)
+                  fp16=precision.fp16, push_to_hub=False)
     return {**fields, **overrides}

@@ -82,7 +82,7 @@ def load_models(notebook: str, settings):
 
 
 class TrainerArgs:
-    """What the notebook's four trainer configs share (an SFT warm start, three GRPO runs): where each writes, how
+    """What the notebook's five trainer configs share (two SFT warm starts, three GRPO runs): where each writes, how
     it logs, its precision (`io`), and the chat template's switches; the notebook's `grpo_config` adds the rest."""
 
     def __init__(self, notebook: str, settings, precision, trackio_space_id: str | None = None,
