@@ -15,13 +15,14 @@ from helpers.model_folders import resolve_model
 from helpers.models import freeze_lower_layers, load_policy
 
 
-def load_student(notebook: str, settings):
+def load_student(notebook: str, settings, *, seed: int | None = None):
     """(model, tokenizer, precision) for `settings.model`, printed with its size, device and precision.
 
     Checks memory first (prints the estimate; stops with what to set if it will not fit), loads the policy on the
     GPU when there is one (evaluation and training run there), LoRA if `settings.lora`, freezes the lower
     `settings.freeze_layers` layers, and picks the precision (`settings.precision`: "auto" is timed here on CPU,
-    the card's native type on CUDA) that the evaluations and the trainers share."""
+    the card's native type on CUDA) that the evaluations and the trainers share. `seed`: torch's, before loading
+    (LoRA adapters start the same for the same seed)."""
     from transformers import AutoTokenizer
 
     if not getattr(settings, "model", None):
@@ -29,7 +30,7 @@ def load_student(notebook: str, settings):
                          "set MODEL, or leave it None for the profile's.")
     model_path = resolve_model(settings.model)
     check_memory(notebook, settings, model=model_path)   # prints the estimate; stops here if it will not fit
-    model = load_policy(model_path, lora=settings.lora)
+    model = load_policy(model_path, lora=settings.lora, seed=seed)
     freeze_lower_layers(model, settings.freeze_layers)    # cpu: the lower 12 of 30 layers (SFT and GRPO), as in 01/02
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     precision = choose_precision(model, settings.precision)

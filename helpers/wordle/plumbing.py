@@ -64,17 +64,18 @@ def _generation_mode(use_vllm: bool, vllm_mode: str) -> str:
     return f"vLLM {vllm_mode}" if use_vllm else "transformers generate (no vLLM)"
 
 
-def load_models(notebook: str, settings):
+def load_models(notebook: str, settings, *, seed: int | None = None):
     """(model, tokenizer, precision, model_path, echo_model_path): the Wordle policy loaded after the memory check
     (which stops, with what to set, a run that will not fit), the precision it trains in ("auto": timed here on a
-    CPU, the card's native on CUDA), its tokenizer, and where both models come from. Prints each decision."""
+    CPU, the card's native on CUDA), its tokenizer, and where both models come from. Prints each decision. `seed`:
+    torch's, before loading (LoRA adapters start the same for the same seed)."""
     from transformers import AutoTokenizer
 
     model_path = resolve_model(settings.model)
     echo_model_path = resolve_model(settings.echo_model)
     print("model:", model_path, "| echo model:", echo_model_path)
     check_memory(notebook, settings, model=model_path)   # prints the estimate; stops here if it will not fit
-    model = load_policy(model_path, lora=settings.lora)   # fp32 weights (or LoRA adapters), on the GPU if any
+    model = load_policy(model_path, lora=settings.lora, seed=seed)   # fp32 weights (or LoRA adapters), on the GPU if any
     precision = choose_precision(model, settings.precision)
     print(precision)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
