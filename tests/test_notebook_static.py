@@ -208,3 +208,17 @@ def test_the_plumbing_count_counts_code_not_comments_knobs_or_tagged_cells():
     assert plumbing_lines_before_the_trainer(nb) == (3, 3)
     nb.cells.pop()
     assert plumbing_lines_before_the_trainer(nb) == (-1, -1)
+
+
+PROSE_LIMIT = 1800   # words of markdown a notebook holds: a lesson reads in minutes; research and history go in docs/
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebooks_prose_reads_in_minutes(path):
+    import re
+
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    words = sum(len(re.findall(r"\S+", cell.source)) for cell in nb.cells if cell.cell_type == "markdown")
+    assert words <= PROSE_LIMIT, f"{path.name}: {words} words of prose (at most {PROSE_LIMIT}); move depth to docs/"
