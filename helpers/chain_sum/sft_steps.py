@@ -113,13 +113,10 @@ def load_student(notebook: str, settings, model_path: str, *, seq_len: int, seed
     will not fit), then the weights (fp32, or LoRA adapters with settings.lora; on the GPU if any, seeded by `seed`)
     and the precision the trainer will use (`choose_precision`: "auto" is timed here on CPU, the card's own on
     CUDA). Prints the size and the precision; returns (model, precision)."""
-    import torch
-
     if not seq_len or seq_len < 1:
         raise ValueError(f"seq_len must be a positive number of tokens (the measured max_length), not {seq_len!r}")
     check_memory(notebook, settings, model=model_path, seq_len=seq_len)
-    torch.manual_seed(seed)
-    model = load_policy(model_path, lora=settings.lora)
+    model = load_policy(model_path, lora=settings.lora, seed=seed)
     precision = choose_precision(model, settings.precision)
     print(f"student: {settings.model} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters)")
     print(precision)
