@@ -78,7 +78,7 @@ def test_load_models_checks_memory_loads_and_prints_each_decision(capsys):
 def test_trainer_args_give_each_trainer_its_folder_logging_and_template(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path))
     settings = tiny(enable_thinking=False)
-    args = plumbing.TrainerArgs(NOTEBOOK, settings, FP32, None, "http://unused:8000")
+    args = plumbing.TrainerArgs(NOTEBOOK, settings, FP32, None)
     assert args.chat_template_kwargs == {"enable_thinking": False}
     assert args.io("sft")["output_dir"].endswith(f"{NOTEBOOK}/sft") and args.io("sft")["seed"] == settings.seed
     assert plumbing.TrainerArgs(NOTEBOOK, tiny(), FP32).chat_template_kwargs == (

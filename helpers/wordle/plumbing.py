@@ -9,7 +9,7 @@ SFT, and the alarms while GRPO trains.
 
     settings.use_vllm = plumbing.check_options(settings, VLLM_SERVER_URL, PUSH_TO_HUB, HUB_MODEL_ID, TRACKIO_SPACE_ID)
     model, tokenizer, precision, model_path, echo_model_path = plumbing.load_models(NOTEBOOK, settings)
-    trainer_args = plumbing.TrainerArgs(NOTEBOOK, settings, precision, TRACKIO_SPACE_ID, VLLM_SERVER_URL)
+    trainer_args = plumbing.TrainerArgs(NOTEBOOK, settings, precision, TRACKIO_SPACE_ID)
     SFTConfig(**trainer_args.io("sft"), ...)   # the notebook's grpo_config does the same for each GRPOConfig
 """
 
@@ -86,12 +86,11 @@ class TrainerArgs:
     """What the notebook's five trainer configs share (two SFT warm starts, three GRPO runs): where each writes, how
     it logs, its precision (`io`), and the chat template's switches; the notebook's `grpo_config` adds the rest."""
 
-    def __init__(self, notebook: str, settings, precision, trackio_space_id: str | None = None,
-                 vllm_server_url: str | None = None):
+    def __init__(self, notebook: str, settings, precision, trackio_space_id: str | None = None):
         if settings.vllm_mode not in VLLM_MODES:
             raise ValueError(f"VLLM_MODE must be 'colocate' or 'server', not {settings.vllm_mode!r}.")
         self.notebook, self.settings, self.precision = notebook, settings, precision
-        self.trackio_space_id, self.vllm_server_url = trackio_space_id, vllm_server_url
+        self.trackio_space_id = trackio_space_id
         # the chat template's switches, the same for training, the evaluation and the SFT rows (Qwen3: thinking off)
         self.chat_template_kwargs = {} if settings.enable_thinking is None else {"enable_thinking": settings.enable_thinking}
 
