@@ -7,6 +7,9 @@ imported before helpers (then the policy cannot take effect in this process).
 It silences exactly one library notice: TRL 1.16 reads transformers' deprecated `is_gradient_checkpointing` while
 it generates, so every training cell printed a red FutureWarning a learner can do nothing about. Nothing else is
 filtered.
+
+Under `accelerate launch` with several processes, every process but the main one writes what it prints to a log file
+of its own (its path goes to stderr once), so a run's output reads once; errors still reach the screen.
 """
 
 from __future__ import annotations
@@ -28,5 +31,24 @@ def set_polite_threads() -> bool:
 
 
 THREADS_IN_EFFECT = set_polite_threads()
+
+
+
+def quiet_other_processes() -> str | None:
+    """Send this process's printed output to a file when it is not the main one of several (`accelerate launch`).
+    Returns the file's path, or None where nothing changed."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or int(os.environ.get("RANK", "0")) == 0:
+        return None
+    import tempfile
+
+    # the launcher (torchrun's agent) is every process's parent: one name per launch
+    path = os.path.join(tempfile.gettempdir(), f"agent-rl-launch{os.getppid()}-process{os.environ['RANK']}.log")
+    sys.stdout = open(path, "a", buffering=1)   # noqa: SIM115 (open for the process's lifetime)
+    print(f"process {os.environ['RANK']} of {os.environ['WORLD_SIZE']}: its printed output goes to {path}",
+          file=sys.stderr)
+    return path
+
+
+QUIET_OUTPUT = quiet_other_processes()
 
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*is deprecated", category=FutureWarning)

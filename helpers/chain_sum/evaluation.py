@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from helpers.compute.generation import generate_in_batches
 from helpers.compute.precision import autocast
+from helpers.compute.processes import on_main
 from helpers.prompts import SYSTEM_PROMPT, answer_tool
 from helpers.reporting.intervals import check_same_questions, wilson_interval
 from helpers.rollouts.tool_calls import parse_tool_calls
@@ -186,8 +187,17 @@ def evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str = "cha
                     batch_size: int | None = None, precision: str | None = None, progress: bool | str = True) -> EvalResult:
     """Score `model` on `n` held-out questions served by the reasoning_gym env at `base_url`.
 
-    `precision`: generate under that autocast (see `generate_replies`); pass the trainer's.
+    `precision`: generate under that autocast (see `generate_replies`); pass the trainer's. Several processes
+    (`accelerate launch`): the main process evaluates, every process gets the result.
     """
+    return on_main(_evaluate_policy, model, tokenizer, base_url, dataset_name=dataset_name,
+                   dataset_config=dataset_config, n=n, seed=seed, system_prompt=system_prompt,
+                   max_new_tokens=max_new_tokens, batch_size=batch_size, precision=precision, progress=progress)
+
+
+def _evaluate_policy(model, tokenizer, base_url: str, *, dataset_name: str, dataset_config: dict | None, n: int,
+                     seed: int, system_prompt: str, max_new_tokens: int, batch_size: int | None,
+                     precision: str | None, progress: bool | str) -> EvalResult:
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
     started = time.perf_counter()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.chain_sum.evaluation import parse_answer_call
+from helpers.compute.processes import on_main
 from helpers.model_folders import trl_qwen3_chat_template
 from helpers.prompts import answer as answer_tool
 from helpers.secrets import secret_to_env
@@ -174,8 +175,15 @@ def run_collect(cmd: list[str], output_dir: str | os.PathLike, *, n_episodes: in
     The CLI's own output (its summary line, and one line per failed episode) goes to
     `<output_dir>/collect.log` and is returned in `.output`. A non-zero exit raises with that output, and so
     does a run that collected nothing (`check_collected`). `echo`: print the command line first, and the
-    CLI's output with what the folder now holds after.
+    CLI's output with what the folder now holds after. Several processes (`accelerate launch`): the main one
+    collects, the others wait for the file and get the same summary.
     """
+    return on_main(_run_collect, cmd, output_dir, n_episodes=n_episodes, progress=progress, timeout=timeout,
+                   echo=echo)
+
+
+def _run_collect(cmd: list[str], output_dir, *, n_episodes: int, progress: bool, timeout: float | None,
+                 echo: bool) -> CollectSummary:
     from tqdm.auto import tqdm
 
     if echo:

@@ -17,6 +17,7 @@ import json
 
 from helpers.chain_sum.sft_data import Teacher, check_teacher, choose_teacher, filter_report, require_examples
 from helpers.compute.hardware import check_memory
+from helpers.compute.processes import one_server
 from helpers.compute.precision import choose_precision
 from helpers.models import load_policy
 from helpers.reporting.publish import check_can_publish
@@ -45,7 +46,12 @@ def check_publishing(push: bool, hub_dataset_id: str | None, hub_model_id: str |
 def start_environment(base_url: str | None = None, *, max_concurrent_envs: int = 8):
     """The reasoning_gym environment `openenv collect` and the evaluation talk to: `base_url` (a Space or your own
     deployment, checked now) or, when None, a local server on a free port of 127.0.0.1. Prints which; returns
-    (url, server), server None for a given URL."""
+    (url, server), server None for a given URL. Several processes (`accelerate launch`): the main one starts it for
+    all (only the main process collects and evaluates), the others get its URL and server None."""
+    return one_server(_start_environment, base_url, max_concurrent_envs=max_concurrent_envs)
+
+
+def _start_environment(base_url: str | None, *, max_concurrent_envs: int):
     if max_concurrent_envs < 1:
         raise ValueError(f"max_concurrent_envs must be at least 1, not {max_concurrent_envs}")
     url, server = server_or_url(base_url, "reasoning_gym_env.server.app:app",
@@ -62,7 +68,13 @@ def start_teacher(settings, *, system_prompt: str, max_tokens: int = 1024, llm_e
     (helpers.chain_sum.local_teacher, started here with the TEACHER_* settings); the choice is printed with its
     reason. The probe makes a wrong URL, a server that is down, a bad key or an unknown model stop here, before
     collecting, with the URL in the error (`TeacherError`). Returns (teacher, server), server None unless the stand-in
-    was started; `teacher.kind` says which ("local" | "openai" | "endpoint")."""
+    was started; `teacher.kind` says which ("local" | "openai" | "endpoint"). Several processes: the main one
+    chooses and starts it, the others get the same teacher and server None."""
+    return one_server(_start_teacher, settings, system_prompt=system_prompt, max_tokens=max_tokens,
+                      llm_endpoint=llm_endpoint, llm_port=llm_port, seed=seed, question=question)
+
+
+def _start_teacher(settings, *, system_prompt, max_tokens, llm_endpoint, llm_port, seed, question):
     kind = choose_teacher(settings.teacher, llm_endpoint=llm_endpoint, model=settings.teacher_model)
     server = None
     if kind == "local":

@@ -17,6 +17,7 @@ import random
 from helpers.chain_sum.evaluation import EVAL_SEED, parse_answer_call
 from helpers.chain_sum.grpo import check_dataset_name, group_advantages, sample_group
 from helpers.chain_sum.preflight import Preflight, preflight, reasoning_gym_sampler
+from helpers.compute.processes import on_main, one_server, process_count
 from helpers.models import warm_start_record
 from helpers.prompts import answer as shared_answer_tool
 from helpers.reporting.resume import kept
@@ -54,7 +55,13 @@ def describe_start(notebook: str, start_checkpoint: str, dataset_name: str, data
 def environment_server(env_base_url: str | None, sessions: int, *, log_dir):
     """(url, server): a local reasoning_gym server on 127.0.0.1 that holds `sessions` sessions at once, or, with
     `env_base_url`, that server after checking it accepts as many (a clear error now, not a refused session midway
-    through training). `server` is None for a given URL; stop a local one with `server.stop()`."""
+    through training). `server` is None for a given URL; stop a local one with `server.stop()`. Several processes
+    (`accelerate launch`): `sessions` is what one process opens; the main process starts one server for all of them
+    (or checks the given one) and the others get its URL, with `server` None."""
+    return one_server(_environment_server, env_base_url, sessions * process_count(), log_dir=log_dir)
+
+
+def _environment_server(env_base_url: str | None, sessions: int, *, log_dir):
     env_url, server = server_or_url(env_base_url, "reasoning_gym_env.server.app:app",
                                     env={"MAX_CONCURRENT_ENVS": str(sessions)}, name="reasoning_gym", log_dir=log_dir)
     if server:
@@ -83,7 +90,14 @@ def one_group_by_hand(model, tokenizer, env_class, question_seed: int | None, co
                       max_new_tokens: int, precision: str, seed: int) -> list[float]:
     """Sample `config.num_generations` replies to one training question at `config.temperature` (a GRPOConfig's),
     let a fresh episode of `env_class` score each, and print one rollout, the group, the advantages GRPO gives it
-    (as TRL computes them) and one rollout as the trainer's tokens. Returns the group's rewards."""
+    (as TRL computes them) and one rollout as the trainer's tokens. Returns the group's rewards (several processes:
+    the main one plays the group, every process gets its rewards)."""
+    return on_main(_one_group_by_hand, model, tokenizer, env_class, question_seed, config, system_prompt=system_prompt,
+                   max_new_tokens=max_new_tokens, precision=precision, seed=seed)
+
+
+def _one_group_by_hand(model, tokenizer, env_class, question_seed, config, *, system_prompt, max_new_tokens,
+                       precision, seed):
     n, temperature = config.num_generations, config.temperature
     question_seed = question_seed or EVAL_SEED + 1
     env = env_class()
@@ -120,7 +134,16 @@ def run_preflight(notebook: str, model, tokenizer, env_url: str, dataset, config
     """Sample a group of `config.num_generations` at `config.temperature` (a GRPOConfig's) for each of the first `n`
     training questions (`helpers.chain_sum.preflight`) and print its verdict; kept on disk, so a resumed run trains on the questions this preflight chose. With `mixed_only`,
     the training rows cycle over the questions whose group was mixed. Returns (the preflight or None when `n` is 0,
-    the mixed questions or None, the dataset to train on)."""
+    the mixed questions or None, the dataset to train on). Several processes (`accelerate launch`): the main
+    process runs it, every process gets the same three."""
+    return on_main(_run_preflight, notebook, model, tokenizer, env_url, dataset, config, n=n, dataset_name=dataset_name,
+                   dataset_config=dataset_config, system_prompt=system_prompt, max_new_tokens=max_new_tokens,
+                   precision=precision, seed=seed, resume=resume, mixed_only=mixed_only,
+                   start_checkpoint=start_checkpoint)
+
+
+def _run_preflight(notebook, model, tokenizer, env_url, dataset, config, *, n, dataset_name, dataset_config,
+                   system_prompt, max_new_tokens, precision, seed, resume, mixed_only, start_checkpoint):
     from datasets import Dataset
 
     result, mixed = None, None

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 import time
 
+from helpers.compute.processes import share
+
 
 # A run whose budget buys fewer than `min_steps` trains on to them when that takes at most this many times the
 # budget, and otherwise stops after its estimate: fewer steps resolve no gain (docs/measurements.md#notebook-01).
@@ -82,6 +84,14 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
                                          for p in model.parameters() if p.requires_grad)
 
         def on_step_end(self, args, state, control, **kwargs):
+            self._decide(state, control)
+            # several processes (accelerate launch): the main one's clock decides for all, so every process stops
+            # after the same step (one that stopped alone would leave the others waiting for it)
+            control.should_training_stop, self.stopped_early, self.too_few_steps = share(
+                (control.should_training_stop, self.stopped_early, self.too_few_steps))
+            return control
+
+        def _decide(self, state, control) -> None:
             now = time.monotonic()
             if self.step_started is not None:
                 self.step_seconds.append(now - self.step_started)
@@ -93,11 +103,11 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
                     and (self.training_step_seconds or waited) and self.seconds_per_step):
                 self.estimated_at = state.global_step
                 self._estimate(planned)
-            if self.too_few_steps and state.global_step >= max(self.estimated_at + 1, FIRST_STOP_STEP):
+            if self.too_few_steps and state.global_step >= max((self.estimated_at or 0) + 1, FIRST_STOP_STEP):
                 out(self.too_few_steps, flush=True)
                 control.should_training_stop = True
                 self.stopped_early = True
-                return control
+                return
             if (self.estimated_at is not None and state.global_step > self.estimated_at and planned >= 10
                   and state.global_step % max(1, planned // 10) == 0 and state.global_step < planned):
                 left = (planned - state.global_step) * self.seconds_per_step
@@ -107,7 +117,6 @@ def time_budget_callback(minutes: float | None, *, min_steps: int = 0, estimate_
                     and state.global_step >= max(min(min_steps, planned), min(FIRST_STOP_STEP, planned))):
                 control.should_training_stop = True
                 self.stopped_early = state.global_step < planned
-            return control
 
         @property
         def seconds_per_step(self) -> float | None:

@@ -55,11 +55,20 @@ class FastGRPOTrainer(GRPOTrainer):
         advantages = inputs.get("advantages") if isinstance(inputs, dict) else None
         if self.skipped is not None and model.training and not return_outputs and advantages is not None:
             self.skipped.seen += 1
-            if not bool(advantages.any()):
+            if not self._any_rank_has_gradient(advantages):
                 self.skipped.skipped += 1
                 return zero_gradient_loss(model)
         return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                     num_items_in_batch=num_items_in_batch)
+
+    def _any_rank_has_gradient(self, advantages) -> bool:
+        """Whether this micro-batch has a nonzero advantage on any process. Under `accelerate launch` with several
+        processes every rank must run the same passes (DDP reduces gradients inside them), so a pass is skipped
+        only where it is skipped on every rank."""
+        flag = advantages.any().to(advantages.device, dtype=advantages.dtype).reshape(1)
+        if self.accelerator.num_processes > 1:
+            flag = self.accelerator.reduce(flag, reduction="sum")
+        return bool(flag.item())
 
     def _get_per_token_logps_and_entropies(self, model, *args, **kwargs):
         with forward_prefix_shared(self.accelerator.unwrap_model(model)):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
+from helpers.compute.processes import from_every_process, is_main_process, process_count, process_index, weights_digest
 from helpers.reporting.intervals import paired_change
 from helpers.runs import run_dir
 
@@ -33,7 +33,7 @@ def record_metrics(notebook: str, **metrics) -> Path:
     Under `accelerate launch` only rank 0 writes (the others would race on the same file).
     """
     path = run_dir(notebook) / "metrics.json"
-    if int(os.environ.get("RANK", "0")) != 0:
+    if not is_main_process():
         return path
     current = json.loads(path.read_text()) if path.exists() else {}
     current.update(_jsonable(metrics))
@@ -112,11 +112,14 @@ def trainer_metrics(trainer) -> dict:
 
 
 def record_run(notebook: str, settings, *, precision=None, before=None, after=None, budget=None, trainer=None,
-               **extra) -> Path:
+               per_process: dict | None = None, **extra) -> Path:
     """Record a notebook run from its objects: the profile and model from `settings`, the precision
     `choose_precision` picked, whether LoRA trained, the before/after evaluation (`evaluation_metrics`), the time budget's
     summary, the trainer's steps, knobs, reward curve and zero-std share (`trainer_metrics`), and whatever else the notebook
-    measured (`extra`, which wins). Returns the metrics.json path."""
+    measured (`extra`, which wins). Returns the metrics.json path.
+    Several processes (`accelerate launch`, every one calls this): `processes` holds one record per process, its
+    optimizer steps, a hash of its weights, its environment episodes and its `per_process` values (what it served,
+    for instance), so a run shows they trained alike; the main process writes the file."""
     metrics = {"profile": settings.profile, "model": getattr(settings, "model", None)}   # None: no model (00)
     if getattr(settings, "seed", None) is not None:
         metrics["seed"] = settings.seed
@@ -135,5 +138,14 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
     resilient = sys.modules.get("helpers.servers.resilient")
     if resilient is not None:   # episodes through resilient clients: scored by the environment, retried, or failed
         metrics["env_episodes"] = resilient.TOTALS.as_dict()
+    metrics["processes"] = process_count()
+    if process_count() > 1:
+        mine = {"rank": process_index(), **(per_process or {})}
+        if trainer is not None:
+            mine.update(steps=trainer.state.global_step,
+                        weights=weights_digest(trainer.accelerator.unwrap_model(trainer.model)))
+        if resilient is not None:
+            mine["env_episodes"] = resilient.TOTALS.as_dict()
+        metrics["per_process"] = from_every_process(mine)
     metrics.update(extra)
     return record_metrics(notebook, **metrics)

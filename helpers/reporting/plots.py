@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers.compute.processes import is_main_process
+
 
 def _save(fig, save_to) -> None:
-    if save_to:
+    if save_to and is_main_process():   # several processes (accelerate launch): one file, written once
         Path(save_to).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(save_to, dpi=110, bbox_inches="tight")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers.compute.processes import on_main
 from helpers.models import load_policy, save_policy
 
 HOW_TO_LOG_IN = ("log in with `from huggingface_hub import notebook_login; notebook_login()` or `hf auth login`, "
@@ -73,15 +74,19 @@ def publish(trainer, tokenizer, local_dir, *, push: bool = False, repo_id: str |
     base weights (`<local_dir>-merged`, loads with transformers alone), built from the saved adapter on the CPU
     so the trained model and the GPU are left as they are; that folder is the one pushed.
     Returns {"saved_to", "merged_to", "pushed_to", "push_error"} and prints one line about each. Never raises
-    because of the Hub. Only the main process saves the merged copy and uploads (every process runs the
-    notebook under `accelerate launch`).
+    because of the Hub. Under `accelerate launch` every process calls it (saving gathers the weights), the main
+    process writes the files and uploads, and every process returns its result.
     """
-    trainer.save_model(str(local_dir))
+    trainer.save_model(str(local_dir))   # Trainer writes from the main process only
+    return on_main(_finish_publish, tokenizer, local_dir, push=push, repo_id=repo_id, commit_message=commit_message,
+                   merged=merged)
+
+
+def _finish_publish(tokenizer, local_dir, *, push: bool, repo_id: str | None, commit_message: str,
+                    merged: bool) -> dict:
     tokenizer.save_pretrained(str(local_dir))
     result = {"saved_to": str(local_dir), "merged_to": None, "pushed_to": None, "push_error": None}
     print("saved to", local_dir)
-    if not getattr(trainer, "is_world_process_zero", lambda: True)():
-        return result
     if merged and (Path(local_dir) / "adapter_config.json").exists():
         merged_dir = Path(local_dir).with_name(Path(local_dir).name + "-merged")
         save_policy(load_policy(str(local_dir), device="cpu"), tokenizer, merged_dir, merged=True)

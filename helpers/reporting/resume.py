@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from helpers.compute.processes import on_main
 from helpers.reporting.metrics import _jsonable
 from helpers.runs import run_dir
 
@@ -70,7 +71,13 @@ def kept(notebook: str, name: str, compute: Callable[[], Any], *, resume: bool, 
     """`compute()` once per run: saved in run_dir(notebook)/state/<name>.json; a resumed run loads it back.
 
     `same`: settings the saved value depends on (e.g. {"eval_n": 450}); a resumed run whose values differ
-    stops with a ResumeError naming them, instead of pairing different questions."""
+    stops with a ResumeError naming them, instead of pairing different questions. Several processes (`accelerate
+    launch`): the main one computes and saves it, every process gets the value."""
+    return on_main(_kept, notebook, name, compute, resume=resume, load=load, same=same, out=out)
+
+
+def _kept(notebook: str, name: str, compute: Callable[[], Any], *, resume: bool, load: Callable[[dict], Any],
+          same: dict | None, out) -> Any:
     path = _state_path(notebook, name)
     same = _jsonable(same or {})
     if resume and path.exists():
