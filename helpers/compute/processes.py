@@ -104,3 +104,9 @@ def weights_digest(model) -> str:
         digest.update(name.encode())
         digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()[:16]
+
+
+def trainer_record(trainer) -> dict:
+    """A trainer's optimizer steps and the hash of its weights: what every process must agree on after training."""
+    return {"steps": trainer.state.global_step,
+            "weights": weights_digest(trainer.accelerator.unwrap_model(trainer.model))}

@@ -10,7 +10,7 @@ import math
 import sys
 from pathlib import Path
 
-from helpers.compute.processes import from_every_process, is_main_process, process_count, process_index, weights_digest
+from helpers.compute.processes import from_every_process, is_main_process, process_count, process_index, trainer_record
 from helpers.reporting.intervals import paired_change
 from helpers.runs import run_dir
 
@@ -140,12 +140,12 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
         metrics["env_episodes"] = resilient.TOTALS.as_dict()
     metrics["processes"] = process_count()
     if process_count() > 1:
-        mine = {"rank": process_index(), **(per_process or {})}
+        mine = {"rank": process_index()}
         if trainer is not None:
-            mine.update(steps=trainer.state.global_step,
-                        weights=weights_digest(trainer.accelerator.unwrap_model(trainer.model)))
+            mine.update(trainer_record(trainer))
         if resilient is not None:
             mine["env_episodes"] = resilient.TOTALS.as_dict()
+        mine.update(per_process or {})
         metrics["per_process"] = from_every_process(mine)
     metrics.update(extra)
     return record_metrics(notebook, **metrics)

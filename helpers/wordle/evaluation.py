@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from helpers.chain_sum.evaluation import default_batch_size
 from helpers.compute.generation import generate_in_batches
 from helpers.compute.precision import autocast
+from helpers.compute.processes import on_main
 from helpers.reporting.intervals import mean_interval, wilson_interval
 from helpers.rollouts import TemplateView, tokenizer_of
 from helpers.wordle.game import DATASET_PROMPT, check_words
@@ -262,7 +263,11 @@ class HeldOut:
 
     def __call__(self, model, tokenizer, *, words: list[str] | None = None, show: bool = False) -> WordleEval:
         """`model` plays the held-out games (or the first few, `words`), greedily; `show`: print the result and the
-        first game's guesses and feedback."""
+        first game's guesses and feedback. Several processes (`accelerate launch`): the main one plays, every
+        process gets the result."""
+        return on_main(self._play, model, tokenizer, words=words, show=show)
+
+    def _play(self, model, tokenizer, *, words: list[str] | None, show: bool) -> WordleEval:
         result = evaluate_wordle(model, tokenizer, self.base_url, self.words if words is None else words,
                                  player=self.player, **self.settings)
         if show:

@@ -19,6 +19,7 @@ import time
 
 from helpers.compute.hardware import check_memory
 from helpers.compute.precision import choose_precision
+from helpers.compute.processes import one_server, process_count
 from helpers.compute.vllm_check import decide_use_vllm
 from helpers.model_folders import resolve_model
 from helpers.models import load_policy
@@ -109,20 +110,22 @@ def _environment(base_url: str | None, app: str, name: str, label: str, **server
 
 def start_echo(base_url: str | None = None):
     """(url, server): the echo environment at `base_url` (ECHO_BASE_URL, checked now), else started here on
-    127.0.0.1, standing in for the tutorial's Hugging Face Space. `server` is None when nothing was started."""
-    return _environment(base_url, "echo_env.server.app:app", "echo", "echo")
+    127.0.0.1, standing in for the tutorial's Hugging Face Space. `server` is None when nothing was started (and on
+    every process but the main one under `accelerate launch`: one server for all)."""
+    return one_server(_environment, base_url, "echo_env.server.app:app", "echo", "echo")
 
 
 def start_textarena(base_url: str | None, settings):
     """(url, server): the TextArena Wordle environment at `base_url` (ENV_BASE_URL, checked now), else started here
     with a session slot for each game that can be open at once: training's games and the preview's (two generation
-    batches), the held-out evaluation's, the teacher's and yours."""
+    batches), the held-out evaluation's, the teacher's and yours; under `accelerate launch`, one server for every
+    process, with training's slots for each."""
     generation_batch = settings.per_device_train_batch_size * settings.gradient_accumulation_steps
     if generation_batch < 1:
         raise ValueError(f"per_device_train_batch_size x gradient_accumulation_steps must be at least 1, "
                          f"not {generation_batch}.")
-    return _environment(base_url, "textarena_env.server.app:app", "textarena", "TextArena",
-                        env={"MAX_CONCURRENT_ENVS": str(2 * generation_batch + EVAL_SESSIONS)})
+    return one_server(_environment, base_url, "textarena_env.server.app:app", "textarena", "TextArena",
+                      env={"MAX_CONCURRENT_ENVS": str(2 * generation_batch * process_count() + EVAL_SESSIONS)})
 
 
 def finish_echo(trainer, seen_env_rewards: list, client) -> list[float]:

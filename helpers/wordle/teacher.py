@@ -38,6 +38,7 @@ from fastapi import FastAPI, HTTPException, Request
 
 from helpers.chain_sum.local_teacher import completion_response
 from helpers.chain_sum.sft_data import NoExamplesError, Teacher, TeacherError
+from helpers.compute.processes import one_server
 from helpers.rollouts import chat_prompt_ids, env_turn_ids, tokenizer_of
 from helpers.servers import LocalServer
 from helpers.wordle.evaluation import wordle_words
@@ -237,10 +238,16 @@ def warm_start_games(settings, teacher_url: str | None, env_url: str, train_word
     endpoint serving `settings.teacher_model`; None: the local scripted player, started here) plays
     `settings.teacher_games` whole games on training words; the reward filter (`won_games`) keeps those won without
     an invalid move and stops, with what to change, when none are left. Prints the tally and one kept game.
-    WARM_START off: nothing is played, ([], [], None). Stop `server` (None unless started here) when done."""
+    WARM_START off: nothing is played, ([], [], None). Stop `server` (None unless started here) when done.
+    Several processes (`accelerate launch`): the main one plays, every process gets the games (server None there)."""
+    (games, kept), server = one_server(_warm_start_games, settings, teacher_url, env_url, train_words)
+    return games, kept, server
+
+
+def _warm_start_games(settings, teacher_url: str | None, env_url: str, train_words: list[str]):
     if not settings.warm_start:
         print("WARM_START is off: GRPO starts from the model as it is.")
-        return [], [], None
+        return ([], []), None
     server = None
     if teacher_url:
         teacher = Teacher.endpoint(teacher_url, settings.teacher_model)
@@ -257,4 +264,4 @@ def warm_start_games(settings, teacher_url: str | None, env_url: str, train_word
     print(f"one game (secret {game['word']!r}):")
     for message in game["messages"][2:]:
         print("  " + ("guess: " if message["role"] == "assistant" else "game:  ") + message["content"].replace("\n", " | "))
-    return games, kept, server
+    return (games, kept), server
