@@ -16,6 +16,9 @@ import os
 import threading
 
 _inside = threading.local()   # set while the main process runs `on_main` work: nested calls run plainly
+# what this process ran for all (`ran`) and what it was handed (`received`), by function name, in order: under
+# accelerate launch the run record keeps both per process, so a run shows that the once-only work ran once
+ONCE = {"ran": [], "received": []}
 
 
 def process_index() -> int:
@@ -64,12 +67,16 @@ def on_main(fn, *args, **kwargs):
     if not _several():
         return fn(*args, **kwargs)
     result = None
+    name = getattr(fn, "__name__", repr(fn)).lstrip("_")
     if is_main_process():
         _inside.active = True
         try:
             result = fn(*args, **kwargs)
         finally:
             _inside.active = False
+        ONCE["ran"].append(name)
+    else:
+        ONCE["received"].append(name)
     return share(result)
 
 
@@ -79,6 +86,7 @@ def one_server(start, *args, **kwargs):
     if not _several():
         return start(*args, **kwargs)
     address, server = start(*args, **kwargs) if is_main_process() else (None, None)
+    ONCE["ran" if is_main_process() else "received"].append(getattr(start, "__name__", repr(start)).lstrip("_"))
     return share(address), server
 
 

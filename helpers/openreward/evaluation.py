@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from helpers.chain_sum.evaluation import Summarized, generate_replies
 from helpers.chain_sum.preflight import preflight
+from helpers.compute.processes import on_main
 from helpers.reporting.alarms import RunWatch, judge_arithmetic
 from helpers.reporting.intervals import wilson_interval
 from helpers.rollouts.tool_calls import parse_tool_calls, strip_tool_calls
@@ -128,7 +129,15 @@ def evaluate_on_split(model, tokenizer, target: str, *, split: str = "test", n: 
 
     `system_prompt`, if given, is put before the task prompt, as the training data had it. `precision`:
     the trainer's (see `helpers.chain_sum.evaluation.generate_replies`), so before and after are comparable.
+    Several processes (`accelerate launch`): the main process plays them, every process gets the result.
     """
+    return on_main(_evaluate_on_split, model, tokenizer, target, split=split, n=n, max_turns=max_turns,
+                   max_new_tokens=max_new_tokens, batch_size=batch_size, system_prompt=system_prompt,
+                   precision=precision, progress=progress)
+
+
+def _evaluate_on_split(model, tokenizer, target: str, *, split, n, max_turns, max_new_tokens, batch_size,
+                       system_prompt, precision, progress) -> SplitEvalResult:
     from trl.experimental.openreward import OpenRewardSpec
 
     spec = OpenRewardSpec(target, split=split, num_tasks=n)
@@ -231,7 +240,12 @@ def ors_sampler(model, tokenizer, spec, *, max_turns: int = 4, max_new_tokens: i
 def ors_preflight(model, tokenizer, spec, settings, precision):
     """Before GRPO: `settings.num_generations` sampled rollouts (at the training temperature) for each of the first
     `settings.preflight_n` training tasks, scored by the environment; prints and returns pass@k and the share of
-    mixed groups (`helpers.chain_sum.preflight.Preflight`), or None when `settings.preflight_n` is 0."""
+    mixed groups (`helpers.chain_sum.preflight.Preflight`), or None when `settings.preflight_n` is 0. Several
+    processes (`accelerate launch`): the main one samples, every process gets the result."""
+    return on_main(_ors_preflight, model, tokenizer, spec, settings, precision)
+
+
+def _ors_preflight(model, tokenizer, spec, settings, precision):
     if not settings.preflight_n:
         return None
     if settings.preflight_n > len(spec.train_dataset):

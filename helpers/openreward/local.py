@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from helpers.compute.processes import is_main_process, share
 from helpers.servers import LocalServer, check_reachable
 
 DEFAULT_APP = "calculator_env.server:app"
@@ -114,10 +115,16 @@ def open_ors_target(target: str | None, app: str = DEFAULT_APP) -> tuple[str, Lo
         None                  start `app` on 127.0.0.1 (offline default)
         "http://host:port"    a self-hosted ORS server you run (checked now)
         "Org/Env"             the hosted OpenReward catalog (needs OPENREWARD_API_KEY and a network)
+
+    Several processes (`accelerate launch`), target None: the main process starts the server, the others point
+    their SDK at it (their handle is a given URL's: `stop()` restores their variables only).
     """
     if target is None:
-        ors = LocalORSServer(app).start()
-        return ors.url, ors
+        ors = LocalORSServer(app).start() if is_main_process() else None
+        url = share(ors.url if ors else None)
+        if ors is None:   # another process: the main one's server
+            ors = LocalORSServer(base_url=url).start()
+        return url, ors
     if "://" in target:
         ors = LocalORSServer(base_url=target).start()
         return ors.url, ors

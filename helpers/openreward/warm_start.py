@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from helpers.chain_sum.sft_data import Teacher
+from helpers.compute.processes import one_server
 
 
 class WarmStartDataError(RuntimeError):
@@ -192,10 +193,18 @@ def play_teacher(target: str, settings, *, endpoint: str | None = None, model: s
     (`helpers.chain_sum.local_teacher`, started here: it calls `calculate` in `settings.teacher_calculate_share`
     of the tasks and errs at `settings.teacher_mistake_rate` when it does not). Prints the counts and one kept
     episode with `calculate` and one without. A catalog `target` (no URL) raises ValueError: the teacher plays on
-    an ORS server by URL; the kept episodes failing `check_warm_start_data` raise WarmStartDataError."""
+    an ORS server by URL; the kept episodes failing `check_warm_start_data` raise WarmStartDataError. Several
+    processes (`accelerate launch`): the main one plays, every process gets the episodes (the server stays with it)."""
+    data, server = one_server(_play_teacher, target, settings, endpoint=endpoint, model=model, seed=seed, split=split)
+    data.teacher_server = server
+    return data
+
+
+def _play_teacher(target: str, settings, *, endpoint: str | None, model: str, seed: int, split: str):
+    """(the teacher's data without its server, the server): the server is not sent to the other processes."""
     if not settings.warm_start:
         print("WARM_START=False: training starts from", settings.model, "as it is")
-        return WarmStartData()
+        return WarmStartData(), None
     if "://" not in target:
         raise ValueError(f"WARM_START plays teacher episodes on an ORS server by URL (the local calculator_env or "
                          f"your own); for the catalog environment {target!r} set WARM_START=False (the gpu "
@@ -214,7 +223,8 @@ def play_teacher(target: str, settings, *, endpoint: str | None = None, model: s
     check_warm_start_data(data.kept, collected=len(data.episodes), episodes=data.episodes)   # clear error + knob
     show_episode(next(e for e in data.kept if e.called_calculate))
     show_episode(next(e for e in data.kept if not e.called_calculate))
-    return data
+    server, data.teacher_server = data.teacher_server, None
+    return data, server
 
 
 def sft_warm_start(sft_class, sft_config, model, tokenizer, data: WarmStartData, tools: list, *, settings) -> float:

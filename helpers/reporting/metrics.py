@@ -10,7 +10,7 @@ import math
 import sys
 from pathlib import Path
 
-from helpers.compute.processes import from_every_process, is_main_process, process_count, process_index, trainer_record
+from helpers.compute.processes import ONCE, from_every_process, is_main_process, process_count, process_index, trainer_record
 from helpers.reporting.intervals import paired_change
 from helpers.runs import run_dir
 
@@ -140,7 +140,7 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
         metrics["env_episodes"] = resilient.TOTALS.as_dict()
     metrics["processes"] = process_count()
     if process_count() > 1:
-        mine = {"rank": process_index()}
+        mine = {"rank": process_index(), "once": ONCE}
         if trainer is not None:
             mine.update(trainer_record(trainer))
         if resilient is not None:
