@@ -1,8 +1,8 @@
 """Notebook -> script export (tools.export) for scale-out with `accelerate launch`.
 
-Unit tests run a small exported notebook as a real script; the `notebook`-marked tests export each
-training notebook that exists and run it with `accelerate launch --cpu` on PROFILE tiny, checking
-that it records its metrics like the notebook does.
+Unit tests run a small exported notebook as a real script, also under `accelerate launch --cpu` (one process);
+every training notebook exports and lists its knobs as flags. tests/test_scale_out.py runs the exported notebooks
+01-04 on two processes.
 """
 
 import json
@@ -120,21 +120,7 @@ def test_every_training_notebook_exports_to_a_script_with_its_knobs_as_flags(not
         assert "--" + name.lower().replace("_", "-") in run.stdout, name
 
 
-# One notebook end to end under `accelerate launch` (the one docs/scale-out.md walks through): the
-# others export the same way (above), and running each again here would double the notebooks' CI time.
-@pytest.mark.notebook
-@pytest.mark.parametrize("notebook", [p for p in TRAINING if p.name.startswith("01_")], ids=lambda p: p.stem)
-def test_exported_training_notebook_runs_under_accelerate(notebook, tmp_path):
-    script = export(notebook, tmp_path / "scripts" / f"{notebook.stem}.py")
-    runs = tmp_path / "runs"
-    # one step and a 4-question evaluation: what is under test is the launch, not the learning (test_nb01 does that)
-    run = subprocess.run(ACCELERATE + [str(script), "--profile", "tiny", "--max-steps", "1", "--eval-n", "4"],
-                         capture_output=True, text=True,
-                         cwd=tmp_path, timeout=900,
-                         env={**os.environ, "AGENT_RL_RUNS": str(runs), "TRACKIO_DIR": str(tmp_path / "trackio")})
-    assert run.returncode == 0, (run.stdout[-3000:] + run.stderr[-3000:])
-    metrics = json.loads((runs / notebook.stem / "metrics.json").read_text())
-    assert metrics["profile"] == "tiny" and metrics["steps"] == 1 and metrics["eval_n"] == 4
+# Each training notebook end to end under `accelerate launch`, on two processes: tests/test_scale_out.py.
 
 
 def test_accelerate_configs_load_with_accelerates_own_reader():

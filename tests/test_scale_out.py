@@ -76,8 +76,9 @@ def test_notebook_01_trains_on_two_processes(tmp_path):
     for step in range(3):
         questions = [set(r["served"][step * rollouts:(step + 1) * rollouts]) for r in (main, other)]
         assert all(len(q) == 1 for q in questions) and questions[0] != questions[1]
-    # process 1 opened episodes for training only (3 steps x 4); the preflight and evaluation ran on process 0
-    assert other["env_episodes"]["rollouts"] == 3 * rollouts < main["env_episodes"]["rollouts"]
+    # process 1's episodes: training's (3 steps x 4) and section 8's by-hand probe; the group by hand, the preflight
+    # and the evaluation ran on process 0
+    assert other["env_episodes"]["rollouts"] == 3 * rollouts + 1 < main["env_episodes"]["rollouts"]
     assert not main["env_episodes"]["failed"] and not other["env_episodes"]["failed"]
     # one server for both: sized for both pools; the other process started none
     assert main["env_pool_size"] + other["env_pool_size"] <= 2 * metrics["env_sessions"]
@@ -130,31 +131,50 @@ def test_a_time_budget_that_runs_out_stops_both_processes_at_one_step(tmp_path):
     assert metrics["stopped_by_time_budget"] and main["steps"] == other["steps"] == 3 < metrics["steps_planned"]
 
 
-def test_a_process_that_dies_stops_the_run_with_its_rank_named(tmp_path):
-    """Process 1 killed while the run trains: the launcher stops process 0 and exits non-zero within a minute
-    (measured: a few seconds), naming rank 1 and the signal. No hang."""
+def _when_training(tmp_path, launcher, timeout=300):
+    """Wait until the launched 01 run trains (process 1's printed output, helpers.startup: RunWatch's first probe
+    line, printed as training begins); return the launcher's processes."""
     import psutil
 
-    launcher = launch(tmp_path, "01_grpo_walkthrough", "--max-steps", "50", "--eval-n", "4", "--preflight-n", "0",
-                      popen=True)
-    # process 1's printed output (helpers.startup): the probe line RunWatch prints as training begins
     log = Path(tempfile.gettempdir()) / f"agent-rl-launch{launcher.pid}-process1.log"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and launcher.poll() is None:
+        if log.exists() and "[watch] held-out probe at step 0" in log.read_text():
+            break
+        time.sleep(1)
+    assert launcher.poll() is None, "the run ended before it trained: " + (tmp_path / "launch.log").read_text()[-3000:]
+    return psutil.Process(launcher.pid).children(recursive=True)
+
+
+def _stopped_within(tmp_path, launcher, seconds):
+    started = time.monotonic()
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and launcher.poll() is None:
-            if log.exists() and "[watch] held-out probe at step 0" in log.read_text():
-                break
-            time.sleep(1)
-        victim = next((child for child in psutil.Process(launcher.pid).children(recursive=True)
-                       if child.environ().get("RANK") == "1"), None)
-        assert victim is not None and launcher.poll() is None, "process 1 never started training"
-        victim.send_signal(signal.SIGKILL)
-        killed = time.monotonic()
-        launcher.wait(timeout=120)
-        assert time.monotonic() - killed < 60
+        launcher.wait(timeout=seconds + 60)
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)
-    assert launcher.returncode != 0
-    output = (tmp_path / "launch.log").read_text()
+    assert time.monotonic() - started < seconds and launcher.returncode != 0
+    return (tmp_path / "launch.log").read_text()
+
+
+def test_a_process_that_dies_stops_the_run_with_its_rank_named(tmp_path):
+    """Process 1 killed while the run trains: the launcher stops process 0 and exits non-zero within a minute
+    (measured: a few seconds), naming rank 1 and the signal. No hang."""
+    launcher = launch(tmp_path, "01_grpo_walkthrough", "--max-steps", "50", "--eval-n", "4", "--preflight-n", "0",
+                      popen=True)
+    victim = next(p for p in _when_training(tmp_path, launcher) if p.environ().get("RANK") == "1")
+    victim.send_signal(signal.SIGKILL)
+    output = _stopped_within(tmp_path, launcher, 60)
     assert "rank      : 1" in output and "Signal 9 (SIGKILL)" in output, output[-3000:]
+
+
+def test_an_environment_server_that_dies_stops_the_run_with_a_clear_error(tmp_path):
+    """The shared reasoning_gym server killed while both processes train: each process's client retries for a
+    few seconds, then stops with the server's address and what to do (measured: the run ended 8 s after). No hang."""
+    launcher = launch(tmp_path, "01_grpo_walkthrough", "--max-steps", "50", "--eval-n", "4", "--preflight-n", "0",
+                      popen=True)
+    servers = [p for p in _when_training(tmp_path, launcher) if "reasoning_gym_env" in " ".join(p.cmdline())]
+    assert len(servers) == 1   # one server for both processes
+    servers[0].kill()
+    output = _stopped_within(tmp_path, launcher, 120)
+    assert "Is the server still running? Restart it" in output, output[-3000:]
