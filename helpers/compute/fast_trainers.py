@@ -9,7 +9,8 @@ trainer from outside. FastGRPOTrainer overrides three methods of TRL 1.16's GRPO
 - `compute_loss` (the override point Transformers' Trainer documents): a micro-batch whose every advantage is 0
   skips its forward and backward pass, and the trained weights get the zero gradients that pass would have given
   (`helpers.compute.loss_forward.zero_gradient_loss`); `trainer.skipped` counts them. Only where such a pass
-  really has no gradient (`why_not_exact`: no KL term, entropy bonus or aux loss).
+  really has no gradient (`why_not_exact`: no KL term, entropy bonus or aux loss), and under `accelerate launch`
+  only where every process skips it (DDP reduces gradients inside the pass: one process skipping alone hangs).
 - `_get_per_token_logps_and_entropies` (private): each scoring pass computes the prompt prefix its rows share once
   and projects only the completions onto the vocabulary (`forward_prefix_shared`).
 - `_generate_single_turn` (private): each rollout turn's batch computes its shared prompt prefix once

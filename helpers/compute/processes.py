@@ -99,12 +99,6 @@ def from_every_process(value) -> list:
     return gathered
 
 
-def wait_for_every_process() -> None:
-    """Every process waits here until all have arrived (before a shared server stops, for instance)."""
-    if _several():
-        _group().barrier()
-
-
 def weights_digest(model) -> str:
     """A short hash of a model's weights (every parameter's bytes, in order): equal on every process after DDP."""
     digest = hashlib.sha256()

@@ -10,7 +10,8 @@ import math
 import sys
 from pathlib import Path
 
-from helpers.compute.processes import ONCE, from_every_process, is_main_process, process_count, process_index, trainer_record
+from helpers.compute.processes import (ONCE, from_every_process, is_main_process, process_count, process_index,
+                                       trainer_record)
 from helpers.reporting.intervals import paired_change
 from helpers.runs import run_dir
 
