@@ -70,6 +70,7 @@ def test_notebook_01_trains_on_two_processes(tmp_path):
     main, other = check_trained_alike(metrics, "01_grpo_walkthrough")
     assert main["steps"] == metrics["steps"] == 3
     # each step: one GRPO group of 4 rollouts per process (twice one process's), on two different questions
+    # (which questions is fixed by SEED: the rows' question seeds and TRL's sampler are seeded; sampling is not)
     rollouts = metrics["num_generations"]
     for record in (main, other):
         assert len(record["served"]) == 3 * rollouts and record["env_pool_size"] == rollouts
