@@ -118,3 +118,24 @@ def test_spread_tabulates_the_held_out_change_across_seeds(tmp_path):
                                    "stopped_too_few_steps": "STOPPED after 3 steps"}))
     with pytest.raises(ValueError, match="stopped.json records no accuracy_change: its training stopped early"):
         spread(paths + [str(stopped)])
+
+
+def test_the_numbers_a_verdict_prints_are_the_results_pages():
+    """Issue 77: a number a notebook prints about the measured runs comes from docs/runs.json through the code that
+    writes docs/results.md (helpers.reporting.results), never from text typed into a band's meaning, so the two
+    cannot drift (notebook 01 once printed "mean +8.3" where the page said +7.5)."""
+    import re
+
+    from helpers.reporting.results import RUNS_FILE, change_text, groups, load_runs, summarize
+
+    page = (RUNS_FILE.parent / "results.md").read_text()
+    for notebook, by_profile in load_references().items():
+        for profile, entry in by_profile.items():
+            for position, text in entry.get("meaning", {}).items():   # names and links only: no typed numbers
+                assert not re.search(r"\d", re.sub(r"notebook \d\d|pass@\d|docs/\S+", "", text)), (notebook, position)
+            key = sorted(entry["runs"][0]["curves"].keys() - {"step"})[0]
+            band = reference_band(notebook, key, profile)
+            verdict = where_run_sits([{"step": step, key: 0.5} for step in band.steps], band).message
+            shipped = [summarize(runs) for hardware, label, runs in groups(load_runs()["runs"], notebook)
+                       if hardware == "cpu-avx512" and label == f"`{profile}` as shipped"]
+            assert shipped and change_text(shipped[0]) in verdict and f"| {change_text(shipped[0])} |" in page

@@ -16,18 +16,18 @@ import argparse
 import json
 import sys
 import textwrap
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 from helpers.recipes import CARD_RECIPES, RECIPES
+# the summaries are helpers': a notebook prints the same numbers this page shows (expected_change)
+from helpers.reporting.results import (HARDWARE_ORDER, TIMING_WHY, change_text, fmt_change, fmt_metric,
+                                      fmt_minutes, fmt_range, groups, knob, load_runs, minutes_of, minutes_text,
+                                      recipe_label, shipped_summary, show_value, summarize)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RUNS_FILE = REPO_ROOT / "docs" / "runs.json"
 RESULTS_FILE = REPO_ROOT / "docs" / "results.md"
 
 NOTEBOOKS = ("01_grpo_walkthrough", "02_sft_warmup", "03_wordle_rollout_func", "04_openreward_spec")
-HARDWARE_ORDER = ("cpu-avx512", "cpu-avx2", "gpu")
-TIMING_WHY = {"shared": "machine shared", "older-code": "older code"}
 
 # The recipe values a learner reads first, per notebook (the rest: helpers/recipes.py).
 KEY_VALUES = {
@@ -49,138 +49,24 @@ def reference_file() -> Path:
     return Path(REFERENCE_FILE)
 
 
-def load_runs(path: Path | None = None) -> dict:
-    return json.loads(Path(path or RUNS_FILE).read_text())
 
 
-def knob(name: str) -> str:
-    """A recipe key as a learner sets it in the parameters cell."""
-    return name.upper()
 
 
-def show_value(value) -> str:
-    """A recipe value as a learner would type it: 'smollm2-135m', 0.7, 1e-5."""
-    if isinstance(value, float) and value and abs(value) < 1e-3:
-        mantissa, exponent = f"{value:e}".split("e")
-        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-    return repr(value) if isinstance(value, str) else str(value)
 
 
-def shipped_profile(notebook: str, profile: str, hardware: str, recipes=RECIPES) -> dict:
-    """The profile as it runs on `hardware`: on an AVX2-only CPU (no native bf16) the cpu profile takes the recipe's
-    `slow_cpu` changes, as `helpers.profiles.resolve_settings` applies them."""
-    values = dict(recipes[notebook].profiles[profile])
-    if profile == "cpu" and hardware == "cpu-avx2":
-        values.update(recipes[notebook].slow_cpu)
-    return values
 
 
-def recipe_label(record: dict, recipes=RECIPES) -> str:
-    """`cpu` as shipped when the run's recipe values are the profile's today (on its hardware), else the knobs that
-    differ."""
-    shipped = shipped_profile(record["notebook"], record["profile"], record["hardware"], recipes)
-    plain = recipes[record["notebook"]].profiles[record["profile"]]
-    # a record lists the knobs its run set; the others had the plain profile's values (a run before `slow_cpu`)
-    ran = {**{k: plain[k] for k in shipped if k in plain and shipped[k] != plain[k]}, **record.get("recipe", {})}
-    changed = [f"{knob(k)}={show_value(v)}" for k, v in ran.items() if shipped.get(k) != v]
-    return f"`{record['profile']}` as shipped" if not changed else f"`{record['profile']}`, " + ", ".join(changed)
-
-
-def minutes_of(record: dict) -> float | None:
-    if record.get("wall_s") is not None:
-        return record["wall_s"] / 60
-    return record.get("minutes")
-
-
-def fmt_minutes(value: float) -> str:
-    return f"{value:.1f}".rstrip("0").rstrip(".") if value < 9.95 else f"{value:.0f}"
-
-
-def fmt_range(low: float, high: float) -> str:
-    a, b = fmt_minutes(low), fmt_minutes(high)
-    return a if a == b else f"{a}-{b}"
-
-
-def fmt_change(value: float) -> str:
-    """Points with one decimal, halves rounded away from zero as the log rounds them (+7.65 -> +7.7)."""
-    rounded = Decimal(repr(round(value, 9))).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
-    return f"{rounded:+.1f}"
-
-
-def fmt_metric(metric: str) -> str:
-    """'held-out accuracy, 900 sums' -> 'held-out accuracy (900 sums)'."""
-    what, _, on = metric.partition(", ")
-    return f"{what} ({on})" if on else what
 
 
 def fmt_ci(ci) -> str:
     return "" if ci is None else f" [{ci[0]:+.1f}, {ci[1]:+.1f}]"
 
 
-def resolved(record: dict) -> bool:
-    """Its 95 % interval excludes 0 (a gain or a loss that is more than noise)."""
-    ci = record.get("ci")
-    return ci is not None and (ci[0] > 0 or ci[1] < 0)
 
 
-def summarize(records: list[dict]) -> dict:
-    """What a group of runs shows: the held-out change's mean, range and count (runs that logged one), how many
-    intervals exclude 0, the steps, and the whole-notebook minutes (idle runs; the rest as an upper bound)."""
-    changes = [r["change"] for r in records if r.get("change") is not None]
-    steps = [r["steps"] for r in records if r.get("steps") is not None]
-    idle = [minutes_of(r) for r in records if r.get("timing") == "idle" and minutes_of(r) is not None]
-    other = [(minutes_of(r), r["timing"]) for r in records if r.get("timing") != "idle" and minutes_of(r) is not None]
-    slower = [(m, t) for m, t in other if not idle or m > max(idle)]   # what an "up to" bound stands for
-    return {
-        "runs": len(records), "with_change": len(changes),
-        "mean": sum(changes) / len(changes) if changes else None,
-        "lowest": min(changes) if changes else None, "highest": max(changes) if changes else None,
-        "resolved": sum(resolved(r) for r in records if r.get("change") is not None),
-        "steps": (min(steps), max(steps)) if steps else None,
-        "idle_minutes": (min(idle), max(idle)) if idle else None,
-        "other_minutes": max(m for m, _ in other) if other else None,
-        "other_why": sorted({TIMING_WHY[t] for _, t in slower}),
-        "outcomes": [r["outcome"] for r in records if r.get("change") is None and r.get("outcome")],
-    }
 
 
-def minutes_text(s: dict) -> str:
-    """'31-34' on idle machines; '84; up to 97 (machine shared)' with slower, shared runs; 'up to 15 (...)'."""
-    parts = []
-    if s["idle_minutes"]:
-        parts.append(fmt_range(*s["idle_minutes"]))
-    if s["other_minutes"] is not None and (not s["idle_minutes"] or s["other_minutes"] > s["idle_minutes"][1]):
-        parts.append(f"up to {fmt_minutes(s['other_minutes'])} ({', '.join(s['other_why'])})")
-    return "; ".join(parts) or "not timed alone"
-
-
-def change_text(s: dict) -> str:
-    if s["mean"] is None:
-        return "; ".join(s["outcomes"]) or "no held-out change logged"
-    text = fmt_change(s["mean"])
-    if s["with_change"] > 1:
-        text = f"mean {text} ({fmt_change(s['lowest'])} to {fmt_change(s['highest'])})"
-    if s["outcomes"]:
-        text += "; also " + "; ".join(s["outcomes"])
-    return text
-
-
-def groups(records: list[dict], notebook: str, recipes=RECIPES) -> list[tuple[str, str, list[dict]]]:
-    """(hardware, recipe label, runs) for one notebook: hardware in HARDWARE_ORDER, the shipped recipe first."""
-    found: dict[tuple[str, str], list[dict]] = {}
-    for r in records:
-        if r["notebook"] == notebook:
-            found.setdefault((r["hardware"], recipe_label(r, recipes)), []).append(r)
-    return sorted(((h, label, runs) for (h, label), runs in found.items()),
-                  key=lambda g: (HARDWARE_ORDER.index(g[0]), "as shipped" not in g[1], g[1]))
-
-
-def shipped_summary(records: list[dict], notebook: str, hardware: str, recipes=RECIPES) -> dict | None:
-    """The summary of `notebook`'s runs of its `cpu` profile as shipped on `hardware`, or None."""
-    for h, label, runs in groups(records, notebook, recipes):
-        if h == hardware and label == "`cpu` as shipped":
-            return summarize(runs)
-    return None
 
 
 def demo_minutes(records: list[dict], recipes=RECIPES) -> str | None:

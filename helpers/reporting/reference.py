@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.reporting.plots import series
+from helpers.reporting.results import expected_change
 
 REFERENCE_FILE = Path(__file__).with_name("reference_runs.json")
 
@@ -109,4 +110,7 @@ def where_run_sits(log_history: list[dict], band: Band | None, *, label: str | N
              f"reference runs {low:.2f}-{high:.2f} -> {position.upper()}: {MEANINGS[position]}"]
     if band.meaning.get(position):
         lines.append(f"  here: {band.meaning[position]}")
+    measured = expected_change(band.notebook, band.profile)   # the numbers of docs/results.md, from one source
+    if measured:
+        lines.append(f"  {measured}")
     return Verdict(position, "\n".join(lines))
