@@ -139,3 +139,25 @@ def test_the_numbers_a_verdict_prints_are_the_results_pages():
             shipped = [summarize(runs) for hardware, label, runs in groups(load_runs()["runs"], notebook)
                        if hardware == "cpu-avx512" and label == f"`{profile}` as shipped"]
             assert shipped and change_text(shipped[0]) in verdict and f"| {change_text(shipped[0])} |" in page
+
+
+def test_a_noisy_curve_is_drawn_with_its_rolling_mean_and_the_paired_change_beside_the_bars(tmp_path):
+    """Issue 77: notebook 01's reward jumps between 0 and 1 (one or two groups a step), so 8 or more steps are drawn
+    as faint points under their rolling mean, the band smoothed alike; short runs (tiny) keep their plain line. The
+    before/after bars carry the paired change, which resolves what two overlapping intervals do not."""
+    from helpers.reporting.intervals import PairedChange
+    from helpers.reporting.plots import before_after_bars, rolling_mean, smoothing_window
+
+    assert rolling_mean([0, 1, 0, 1], 2) == [0, 0.5, 0.5, 0.5] and smoothing_window(7) == 1
+    assert smoothing_window(8) == 3 and smoothing_window(80) == 8
+    values = [float(i % 2) for i in range(40)]
+    fig = training_curves(log_of(values), [KEY], save_to=tmp_path / "c.png")
+    lines = fig.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["this run, rolling mean over 4 steps", "each step"]
+    assert list(lines[0].get_ydata())[3:] == [0.5] * 37 and lines[1].get_alpha() == 0.3
+    assert [line.get_label() for line in training_curves(log_of([0.5, 0.6]), [KEY]).axes[0].get_lines()] == ["this run"]
+
+    change = PairedChange(n=900, change=0.054, ci=(0.026, 0.082), gained=80, lost=31)
+    before, after = {"accuracy": 0.49, "accuracy_ci": (0.46, 0.52)}, {"accuracy": 0.54, "accuracy_ci": (0.51, 0.57)}
+    fig = before_after_bars(before, after, {"accuracy": "Accuracy"}, paired={"accuracy": change})
+    assert fig.axes[0].get_xticklabels()[0].get_text() == "Accuracy\npaired +5.4 [+2.6, +8.2]"

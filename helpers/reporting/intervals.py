@@ -37,6 +37,11 @@ class PairedChange:
     lost: int
     measure: str = "accuracy"   # or "exactly right" (`paired_change(..., exact=True)`)
 
+    def points(self) -> str:
+        """The change in points with its 95 % interval: '+5.4 [+2.6, +8.2]' (what the before/after plot writes)."""
+        lo, hi = self.ci
+        return f"{self.change * 100:+.1f} [{lo * 100:+.1f}, {hi * 100:+.1f}]"
+
     def __str__(self) -> str:
         lo, hi = self.ci
         verdict = "an improvement" if lo > 0 else "a loss" if hi < 0 else "within noise: the interval contains 0"
