@@ -200,6 +200,12 @@ def test_paired_changes_pair_games_word_by_word():
     other = summarize_games(games([0.5] * 20), ["x"] * 20)
     with pytest.raises(ValueError, match="same words"):
         paired_changes(before, other)
+    # the skill bars write the last stage's paired change under each panel (issue 77)
+    from helpers.wordle.evaluation import skill_bars
+
+    fig = skill_bars({"before": before, "after GRPO": after})
+    assert fig.axes[0].get_xlabel() == f"before -> after GRPO, paired:\n{changes['valid'].points()}"
+    assert changes["valid"].points().startswith("+25.0 [")
 
 
 # ---------------------------------------------------------------------- the scripted teacher

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from helpers.chain_sum.evaluation import default_batch_size
 from helpers.compute.generation import generate_in_batches
 from helpers.compute.precision import autocast
-from helpers.compute.processes import on_main
+from helpers.compute.processes import is_main_process, on_main
 from helpers.reporting.intervals import mean_interval, wilson_interval
 from helpers.rollouts import TemplateView, tokenizer_of
 from helpers.wordle.game import DATASET_PROMPT, check_words
@@ -202,13 +202,17 @@ class SkillChange:
         """The interval excludes 0."""
         return self.ci[0] > 0 or self.ci[1] < 0
 
+    def points(self) -> str:
+        """The change with its 95 % interval: points of a share ('+5.4 [+2.6, +8.2]'), else in its own unit."""
+        lo, hi = self.ci
+        if self.scale == "share":
+            return f"{self.change * 100:+.1f} [{lo * 100:+.1f}, {hi * 100:+.1f}]"
+        return f"{self.change:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
     def __str__(self) -> str:
         lo, hi = self.ci
         verdict = "up" if lo > 0 else "down" if hi < 0 else "within noise"
-        if self.scale == "share":
-            numbers = f"{self.change * 100:+.1f} points [{lo * 100:+.1f}, {hi * 100:+.1f}]"
-        else:
-            numbers = f"{self.change:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+        numbers = self.points().replace(" [", " points [", 1) if self.scale == "share" else self.points()
         return f"{self.what:<58} {numbers}  ({self.gained} games up, {self.lost} down: {verdict})"
 
 
@@ -228,12 +232,16 @@ def paired_changes(before: WordleEval, after: WordleEval, z: float = 1.96) -> li
 
 def skill_bars(evaluations: dict[str, WordleEval], *, title: str = "", save_to=None):
     """One panel per skill: each evaluation's mean with its 95 % interval, side by side (e.g. base, warm
-    start, after GRPO), so a change reads at a glance."""
+    start, after GRPO), and under it the paired change, game by game, from the second-to-last stage to the last
+    (what the last stage did: intervals of two bars can overlap for a change the paired one resolves)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(SKILLS), figsize=(3.2 * len(SKILLS), 3), squeeze=False)
+    fig, axes = plt.subplots(1, len(SKILLS), figsize=(3.2 * len(SKILLS), 3.3), squeeze=False)
     names = list(evaluations)
-    for ax, (key, what, _) in zip(axes[0], SKILLS):
+    changes = paired_changes(evaluations[names[-2]], evaluations[names[-1]]) if len(names) > 1 else []
+    for ax, (key, what, _), change in zip(axes[0], SKILLS, changes or [None] * len(SKILLS)):
+        if change is not None:
+            ax.set_xlabel(f"{names[-2]} -> {names[-1]}, paired:\n{change.points()}", fontsize=8)
         means = [evaluations[n].metrics[key]["mean"] for n in names]
         lows = [m - evaluations[n].metrics[key]["ci"][0] for n, m in zip(names, means)]
         highs = [evaluations[n].metrics[key]["ci"][1] - m for n, m in zip(names, means)]
@@ -242,7 +250,7 @@ def skill_bars(evaluations: dict[str, WordleEval], *, title: str = "", save_to=N
         ax.tick_params(axis="x", labelsize=8)
     fig.suptitle(title or "held-out games (95 % intervals)", fontsize=10)
     fig.tight_layout()
-    if save_to is not None:
+    if save_to is not None and is_main_process():   # several processes (accelerate launch): written once
         fig.savefig(save_to, dpi=120)
     return fig
 
