@@ -126,7 +126,7 @@ def test_the_numbers_a_verdict_prints_are_the_results_pages():
     cannot drift (notebook 01 once printed "mean +8.3" where the page said +7.5)."""
     import re
 
-    from helpers.reporting.results import RUNS_FILE, change_text, groups, load_runs, summarize
+    from helpers.reporting.results import RUNS_FILE, change_text, load_runs, shipped_summary
 
     page = (RUNS_FILE.parent / "results.md").read_text()
     for notebook, by_profile in load_references().items():
@@ -136,9 +136,8 @@ def test_the_numbers_a_verdict_prints_are_the_results_pages():
             key = sorted(entry["runs"][0]["curves"].keys() - {"step"})[0]
             band = reference_band(notebook, key, profile)
             verdict = where_run_sits([{"step": step, key: 0.5} for step in band.steps], band).message
-            shipped = [summarize(runs) for hardware, label, runs in groups(load_runs()["runs"], notebook)
-                       if hardware == "cpu-avx512" and label == f"`{profile}` as shipped"]
-            assert shipped and change_text(shipped[0]) in verdict and f"| {change_text(shipped[0])} |" in page
+            shipped = shipped_summary(load_runs()["runs"], notebook, "cpu-avx512", profile=profile)
+            assert shipped and change_text(shipped) in verdict and f"| {change_text(shipped)} |" in page
 
 
 def test_a_noisy_curve_is_drawn_with_its_rolling_mean_and_the_paired_change_beside_the_bars(tmp_path):

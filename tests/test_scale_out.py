@@ -36,7 +36,7 @@ ONCE = {
                             "finish_publish"},
     "02_sft_warmup": {"start_environment", "start_teacher", "run_collect", "evaluate_policy", "finish_publish"},
     "03_wordle_rollout_func": {"environment", "play", "warm_start_games", "finish_publish"},
-    "04_openreward_spec": {"play_teacher", "evaluate_on_split", "ors_preflight", "finish_publish"},
+    "04_openreward_spec": {"start_local", "play_teacher", "evaluate_on_split", "ors_preflight", "finish_publish"},
 }
 
 

@@ -85,9 +85,14 @@ def one_server(start, *args, **kwargs):
     (address, None): one server, used by all, stopped by the process that started it."""
     if not _several():
         return start(*args, **kwargs)
-    address, server = start(*args, **kwargs) if is_main_process() else (None, None)
-    ONCE["ran" if is_main_process() else "received"].append(getattr(start, "__name__", repr(start)).lstrip("_"))
-    return share(address), server
+    kept = {}   # the server handle stays in this process; only the address is handed over
+
+    def started():
+        address, kept["server"] = start(*args, **kwargs)
+        return address
+
+    started.__name__ = getattr(start, "__name__", repr(start))
+    return on_main(started), kept.get("server")
 
 
 def from_every_process(value) -> list:

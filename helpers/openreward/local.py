@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from helpers.compute.processes import is_main_process, share
+from helpers.compute.processes import one_server
 from helpers.servers import LocalServer, check_reachable
 
 DEFAULT_APP = "calculator_env.server:app"
@@ -109,6 +109,11 @@ class LocalORSServer:
         return f"<LocalORSServer {self.app if self.server else ''} at {self.url} ({where})>"
 
 
+def _start_local(app: str) -> tuple[str, LocalORSServer]:
+    ors = LocalORSServer(app).start()
+    return ors.url, ors
+
+
 def open_ors_target(target: str | None, app: str = DEFAULT_APP) -> tuple[str, LocalORSServer | None]:
     """What `OpenRewardSpec` should be given, and the server handle to stop later (or None).
 
@@ -120,8 +125,7 @@ def open_ors_target(target: str | None, app: str = DEFAULT_APP) -> tuple[str, Lo
     their SDK at it (their handle is a given URL's: `stop()` restores their variables only).
     """
     if target is None:
-        ors = LocalORSServer(app).start() if is_main_process() else None
-        url = share(ors.url if ors else None)
+        url, ors = one_server(_start_local, app)
         if ors is None:   # another process: the main one's server
             ors = LocalORSServer(base_url=url).start()
         return url, ors

@@ -145,7 +145,7 @@ def record_run(notebook: str, settings, *, precision=None, before=None, after=No
         if trainer is not None:
             mine.update(trainer_record(trainer))
         if resilient is not None:
-            mine["env_episodes"] = resilient.TOTALS.as_dict()
+            mine["env_episodes"] = metrics["env_episodes"]
         mine.update(per_process or {})
         metrics["per_process"] = from_every_process(mine)
     metrics.update(extra)

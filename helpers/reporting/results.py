@@ -23,9 +23,11 @@ TIMING_WHY = {"shared": "machine shared", "older-code": "older code"}
 def load_runs(path: Path | None = None) -> dict:
     return json.loads(Path(path or RUNS_FILE).read_text())
 
+
 def knob(name: str) -> str:
     """A recipe key as a learner sets it in the parameters cell."""
     return name.upper()
+
 
 def show_value(value) -> str:
     """A recipe value as a learner would type it: 'smollm2-135m', 0.7, 1e-5."""
@@ -34,6 +36,7 @@ def show_value(value) -> str:
         return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
     return repr(value) if isinstance(value, str) else str(value)
 
+
 def shipped_profile(notebook: str, profile: str, hardware: str, recipes=RECIPES) -> dict:
     """The profile as it runs on `hardware`: on an AVX2-only CPU (no native bf16) the cpu profile takes the recipe's
     `slow_cpu` changes, as `helpers.profiles.resolve_settings` applies them."""
@@ -41,6 +44,7 @@ def shipped_profile(notebook: str, profile: str, hardware: str, recipes=RECIPES)
     if profile == "cpu" and hardware == "cpu-avx2":
         values.update(recipes[notebook].slow_cpu)
     return values
+
 
 def recipe_label(record: dict, recipes=RECIPES) -> str:
     """`cpu` as shipped when the run's recipe values are the profile's today (on its hardware), else the knobs that
@@ -52,32 +56,39 @@ def recipe_label(record: dict, recipes=RECIPES) -> str:
     changed = [f"{knob(k)}={show_value(v)}" for k, v in ran.items() if shipped.get(k) != v]
     return f"`{record['profile']}` as shipped" if not changed else f"`{record['profile']}`, " + ", ".join(changed)
 
+
 def minutes_of(record: dict) -> float | None:
     if record.get("wall_s") is not None:
         return record["wall_s"] / 60
     return record.get("minutes")
 
+
 def fmt_minutes(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".") if value < 9.95 else f"{value:.0f}"
+
 
 def fmt_range(low: float, high: float) -> str:
     a, b = fmt_minutes(low), fmt_minutes(high)
     return a if a == b else f"{a}-{b}"
+
 
 def fmt_change(value: float) -> str:
     """Points with one decimal, halves rounded away from zero as the log rounds them (+7.65 -> +7.7)."""
     rounded = Decimal(repr(round(value, 9))).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
     return f"{rounded:+.1f}"
 
+
 def fmt_metric(metric: str) -> str:
     """'held-out accuracy, 900 sums' -> 'held-out accuracy (900 sums)'."""
     what, _, on = metric.partition(", ")
     return f"{what} ({on})" if on else what
 
+
 def resolved(record: dict) -> bool:
     """Its 95 % interval excludes 0 (a gain or a loss that is more than noise)."""
     ci = record.get("ci")
     return ci is not None and (ci[0] > 0 or ci[1] < 0)
+
 
 def summarize(records: list[dict]) -> dict:
     """What a group of runs shows: the held-out change's mean, range and count (runs that logged one), how many
@@ -99,6 +110,7 @@ def summarize(records: list[dict]) -> dict:
         "outcomes": [r["outcome"] for r in records if r.get("change") is None and r.get("outcome")],
     }
 
+
 def minutes_text(s: dict) -> str:
     """'31-34' on idle machines; '84; up to 97 (machine shared)' with slower, shared runs; 'up to 15 (...)'."""
     parts = []
@@ -107,6 +119,7 @@ def minutes_text(s: dict) -> str:
     if s["other_minutes"] is not None and (not s["idle_minutes"] or s["other_minutes"] > s["idle_minutes"][1]):
         parts.append(f"up to {fmt_minutes(s['other_minutes'])} ({', '.join(s['other_why'])})")
     return "; ".join(parts) or "not timed alone"
+
 
 def change_text(s: dict) -> str:
     if s["mean"] is None:
@@ -118,6 +131,7 @@ def change_text(s: dict) -> str:
         text += "; also " + "; ".join(s["outcomes"])
     return text
 
+
 def groups(records: list[dict], notebook: str, recipes=RECIPES) -> list[tuple[str, str, list[dict]]]:
     """(hardware, recipe label, runs) for one notebook: hardware in HARDWARE_ORDER, the shipped recipe first."""
     found: dict[tuple[str, str], list[dict]] = {}
@@ -127,13 +141,19 @@ def groups(records: list[dict], notebook: str, recipes=RECIPES) -> list[tuple[st
     return sorted(((h, label, runs) for (h, label), runs in found.items()),
                   key=lambda g: (HARDWARE_ORDER.index(g[0]), "as shipped" not in g[1], g[1]))
 
+
+def shipped_runs(records: list[dict], notebook: str, hardware: str, recipes=RECIPES, *,
+                 profile: str = "cpu") -> list[dict]:
+    """`notebook`'s runs of its `profile` as shipped on `hardware` (none: [])."""
+    return next((runs for h, label, runs in groups(records, notebook, recipes)
+                 if h == hardware and label == f"`{profile}` as shipped"), [])
+
+
 def shipped_summary(records: list[dict], notebook: str, hardware: str, recipes=RECIPES, *,
                     profile: str = "cpu") -> dict | None:
-    """The summary of `notebook`'s runs of its `cpu` profile as shipped on `hardware`, or None."""
-    for h, label, runs in groups(records, notebook, recipes):
-        if h == hardware and label == f"`{profile}` as shipped":
-            return summarize(runs)
-    return None
+    """The summary of `notebook`'s runs of its `profile` as shipped on `hardware`, or None."""
+    runs = shipped_runs(records, notebook, hardware, recipes, profile=profile)
+    return summarize(runs) if runs else None
 
 
 def hardware_class() -> str:
@@ -151,13 +171,11 @@ def expected_change(notebook: str, profile: str, hardware: str | None = None, *,
     if not source.exists():
         return None
     records = load_runs(source)["runs"]
-    hardware = hardware or hardware_class()
-    for where in dict.fromkeys((hardware, "cpu-avx512")):
-        for h, label, runs in groups(records, notebook):
-            summary = summarize(runs)
-            if h == where and label == f"`{profile}` as shipped" and summary["mean"] is not None:
-                metric = " / ".join(fmt_metric(m) for m in sorted({r["metric"] for r in runs}))
-                return (f"the {summary['runs']} measured run{'s' * (summary['runs'] > 1)} of `{profile}` as shipped "
-                        f"on `{where}`: held-out change in points of {metric}, {change_text(summary)} "
-                        "(docs/results.md)")
+    for where in dict.fromkeys((hardware or hardware_class(), "cpu-avx512")):
+        runs = shipped_runs(records, notebook, where, profile=profile)
+        summary = summarize(runs) if runs else None
+        if summary and summary["mean"] is not None:
+            metric = " / ".join(fmt_metric(m) for m in sorted({r["metric"] for r in runs}))
+            return (f"the {summary['runs']} measured run{'s' * (summary['runs'] > 1)} of `{profile}` as shipped on "
+                    f"`{where}`: held-out change in points of {metric}, {change_text(summary)} (docs/results.md)")
     return None
