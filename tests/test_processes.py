@@ -37,3 +37,35 @@ def test_the_weights_digest_tells_weights_apart():
     with torch.no_grad():
         b.bias[0] += 1e-6
     assert processes.weights_digest(a) != processes.weights_digest(b)
+
+
+GROUP_SCRIPT = """
+import atexit, os, sys
+sys.path.insert(0, {root!r})
+out = os.path.join({folder!r}, "process" + os.environ["RANK"])
+def last_word():   # registered before helpers: it runs after helpers' exit handler
+    import torch.distributed as dist
+    open(out, "w").write("group still up" if dist.is_initialized() else "group ended")
+atexit.register(last_word)
+import helpers
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+box = [None] * 2
+dist.all_gather_object(box, dist.get_rank())
+"""
+
+
+def test_two_processes_end_their_group_before_the_interpreter_does(tmp_path):
+    # a gloo group left to the interpreter's teardown aborted 8 of 20 such launches (helpers/startup.py)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from helpers.servers.local import free_port
+
+    script = tmp_path / "group.py"
+    script.write_text(GROUP_SCRIPT.format(root=str(Path(__file__).parents[1]), folder=str(tmp_path)))
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                          str(free_port()), str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert [(tmp_path / f"process{rank}").read_text() for rank in (0, 1)] == ["group ended"] * 2
