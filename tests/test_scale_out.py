@@ -50,8 +50,18 @@ def launch(tmp_path, notebook, *flags, timeout=600, popen=False):
         return subprocess.Popen(args, stdout=open(tmp_path / "launch.log", "w"), stderr=subprocess.STDOUT,
                                 cwd=tmp_path, env=env, start_new_session=True)
     run = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=timeout, env=env)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    assert run.returncode == 0, failure(run)
     return json.loads((tmp_path / "runs" / notebook / "metrics.json").read_text()), run
+
+
+def failure(run) -> str:
+    """What a failed launch says: each process's last words (the launcher's own traceback is long and says only
+    that a child failed), then the tails of both streams."""
+    import re
+
+    last_words = [line for line in run.stderr.splitlines()
+                  if re.search(r"terminate called|Signal \d+|exitcode|Error:|error:|Killed|Segmentation", line)]
+    return "\n".join(last_words[-20:]) + "\n--- stdout ---\n" + run.stdout[-3000:] + "\n--- stderr ---\n" + run.stderr[-4000:]
 
 
 def check_trained_alike(metrics, notebook):
@@ -65,10 +75,13 @@ def check_trained_alike(metrics, notebook):
     return main, other
 
 
-def test_notebook_01_trains_on_two_processes(tmp_path):
-    metrics, run = launch(tmp_path, "01_grpo_walkthrough", "--max-steps", "3", "--eval-n", "4")
+def test_notebook_01_trains_on_two_processes_and_a_time_budget_stops_both_at_one_step(tmp_path):
+    # 0.001 minutes: out after the first step; the budget stops at its earliest stop (step 3), of 6 planned
+    metrics, run = launch(tmp_path, "01_grpo_walkthrough", "--max-steps", "6", "--eval-n", "4",
+                          "--train-minutes", "0.001", "--min-steps", "0")
     main, other = check_trained_alike(metrics, "01_grpo_walkthrough")
-    assert main["steps"] == metrics["steps"] == 3
+    assert metrics["stopped_by_time_budget"] and main["steps"] == other["steps"] == metrics["steps"] == 3
+    assert metrics["steps_planned"] == 6
     # each step: one GRPO group of 4 rollouts per process (twice one process's), on two different questions
     # (which questions is fixed by SEED: the rows' question seeds and TRL's sampler are seeded; sampling is not)
     rollouts = metrics["num_generations"]
@@ -122,14 +135,6 @@ def test_notebook_04_trains_on_two_processes(tmp_path):
     batch = metrics["generation_batch_size"] // 2
     assert main["env_episodes"]["rollouts"] == other["env_episodes"]["rollouts"] == main["steps"] * batch
     assert not main["env_episodes"]["failed"] and not other["env_episodes"]["failed"]
-
-
-def test_a_time_budget_that_runs_out_stops_both_processes_at_one_step(tmp_path):
-    # 0.001 minutes: out after the first step; the budget stops at its earliest stop (step 3), of 6
-    metrics, _ = launch(tmp_path, "01_grpo_walkthrough", "--max-steps", "6", "--eval-n", "4", "--preflight-n", "0",
-                        "--train-minutes", "0.001", "--min-steps", "0")
-    main, other = check_trained_alike(metrics, "01_grpo_walkthrough")
-    assert metrics["stopped_by_time_budget"] and main["steps"] == other["steps"] == 3 < metrics["steps_planned"]
 
 
 def _when_training(tmp_path, launcher, timeout=300):
