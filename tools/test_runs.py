@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import textwrap
@@ -44,10 +45,14 @@ def parse_log(text: str) -> dict:
 def this_cpu() -> dict:
     from helpers.compute.hardware import cpu_native_bf16
 
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), "unknown") if Path("/proc/cpuinfo").exists() else "unknown"
-    import os
-
+    info = {}
+    if Path("/proc/cpuinfo").exists():
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    model = info.get("model name", "unknown")
+    if "cpu family" in info:   # "AMD EPYC" alone does not say Zen 4 (family 25 model 17) from Zen 5 (26)
+        model += f" family {info['cpu family']} model {info.get('model', '?')}"
     return {"cpu": model, "cores": os.cpu_count(),
             "hardware": "cpu-avx2" if cpu_native_bf16()[0] is False else "cpu-avx512"}
 
@@ -69,6 +74,12 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f}"
 
 
+def span(seconds: list[float]) -> str:
+    """Minutes, or their range: "20.0" or "20.0-21.3"."""
+    low, high = minutes(min(seconds)), minutes(max(seconds))
+    return low if low == high else f"{low}-{high}"
+
+
 def render_block(runs: list[dict]) -> str:
     """The guide's paragraph: per CPU class, the latest commit's runs (or the latest runs), their pytest minutes."""
     lines = [BEGIN]
@@ -81,19 +92,20 @@ def render_block(runs: list[dict]) -> str:
             continue
         latest = mine[-1]["commit"]
         shown = [r for r in mine if r["commit"] == latest]
-        pytest_min = [r["pytest_seconds"] for r in shown]
-        totals = [r["total_seconds"] for r in shown if r.get("total_seconds")]
-        loads = sorted({r["load"] for r in shown})
+        by_load = {}
+        for r in shown:   # idle and loaded runs apart: a range over both would hide what load costs
+            by_load.setdefault(r["load"], []).append(r)
+        timings = []
+        for load, these in by_load.items():
+            tests = [r["pytest_seconds"] for r in these]
+            totals = [r["total_seconds"] for r in these if r.get("total_seconds")]
+            timings.append(f"pytest {span(tests)} min" + (f" ({span(totals)} with the install)" if totals else "")
+                           + f", {load} ({len(these)} run{'s' * (len(these) > 1)})")
         green = sum(1 for r in shown if r["failed"] == 0 and not r["errors"])
-        span = (f"{minutes(min(pytest_min))}-{minutes(max(pytest_min))}" if len(shown) > 1
-                else minutes(pytest_min[0]))
-        total = (f", {minutes(min(totals))}-{minutes(max(totals))} min with the install" if len(totals) > 1 else
-                 f", {minutes(totals[0])} min with the install" if totals else "")
-        counted = (f"{green} green, {shown[-1]['passed']} passed" if shown[-1]["passed"] is not None
+        counted = (f"{green} of {len(shown)} green, {shown[-1]['passed']} passed" if shown[-1]["passed"] is not None
                    else "counts not recorded")
-        lines.append(f"- {CLASS_NAMES[hardware]} ({shown[-1]['cpu']}, {shown[-1]['cores']} cores): pytest "
-                     f"{span} min{total}; {len(shown)} run{'s' * (len(shown) > 1)} of {latest[:7]} "
-                     f"({shown[-1]['date']}), {counted}; load: {', '.join(loads)}.")
+        lines.append(f"- {CLASS_NAMES[hardware]} ({shown[-1]['cpu']}, {shown[-1]['cores']} cores), {latest[:7]} "
+                     f"({shown[-1]['date']}): {'; '.join(timings)}; {counted}.")
     lines.append(END)
     return "\n".join(lines)
 
