@@ -29,7 +29,7 @@ def test_a_log_is_read_and_recorded_and_the_block_follows(tmp_path, monkeypatch)
     record = test_runs.add(log, "abc1234", "one core busy", 1400.0, path=store)
     assert json.loads(store.read_text())["runs"] == [record]
     block = test_runs.render_block([record])
-    assert "pytest 19.8 min (23.3 with the install), one core busy (1 run)" in block and "0 of 1 green, 925 passed" in block
+    assert "| abc1234 | one core busy | 925 passed, 1 failed | 19.8 | 23.3 |" in block
     guide = f"before\n{test_runs.BEGIN}\nold\n{test_runs.END}\nafter"
     assert test_runs.render(guide, [record]) == f"before\n{block}\nafter"
 

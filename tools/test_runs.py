@@ -74,39 +74,22 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f}"
 
 
-def span(seconds: list[float]) -> str:
-    """Minutes, or their range: "20.0" or "20.0-21.3"."""
-    low, high = minutes(min(seconds)), minutes(max(seconds))
-    return low if low == high else f"{low}-{high}"
-
-
 def render_block(runs: list[dict]) -> str:
-    """The guide's paragraph: per CPU class, the latest commit's runs (or the latest runs), their pytest minutes."""
-    lines = [BEGIN]
-    if not runs:
-        lines.append("No suite run is recorded yet (docs/test-runs.json).")
+    """The guide's table: every recorded run, newest first, per CPU class (a range over runs of different commits
+    or loads would hide what changed between them)."""
+    lines = [BEGIN, "", "| CPU class | CPU, cores | date | commit | load | tests | pytest, min | with the install, min |",
+             "|---|---|---|---|---|---|---:|---:|"]
     for hardware in ("cpu-avx512", "cpu-avx2"):
-        mine = [r for r in runs if r["hardware"] == hardware]
-        if not mine:
-            lines.append(f"- {CLASS_NAMES[hardware]}: no run recorded.")
-            continue
-        latest = mine[-1]["commit"]
-        shown = [r for r in mine if r["commit"] == latest]
-        by_load = {}
-        for r in shown:   # idle and loaded runs apart: a range over both would hide what load costs
-            by_load.setdefault(r["load"], []).append(r)
-        timings = []
-        for load, these in by_load.items():
-            tests = [r["pytest_seconds"] for r in these]
-            totals = [r["total_seconds"] for r in these if r.get("total_seconds")]
-            timings.append(f"pytest {span(tests)} min" + (f" ({span(totals)} with the install)" if totals else "")
-                           + f", {load} ({len(these)} run{'s' * (len(these) > 1)})")
-        green = sum(1 for r in shown if r["failed"] == 0 and not r["errors"])
-        counted = (f"{green} of {len(shown)} green, {shown[-1]['passed']} passed" if shown[-1]["passed"] is not None
-                   else "counts not recorded")
-        lines.append(f"- {CLASS_NAMES[hardware]} ({shown[-1]['cpu']}, {shown[-1]['cores']} cores), {latest[:7]} "
-                     f"({shown[-1]['date']}): {'; '.join(timings)}; {counted}.")
-    lines.append(END)
+        for r in reversed([r for r in runs if r["hardware"] == hardware]):
+            counted = ("not recorded" if r["passed"] is None else
+                       f"{r['passed']} passed" + (f", {r['failed']} failed" if r["failed"] else "")
+                       + (f", {r['errors']} errors" if r["errors"] else ""))
+            total = minutes(r["total_seconds"]) if r.get("total_seconds") else ""
+            lines.append(f"| {CLASS_NAMES[hardware]} | {r['cpu']}, {r['cores']} | {r['date']} | {r['commit'][:7]} | "
+                         f"{r['load']} | {counted} | {minutes(r['pytest_seconds'])} | {total} |")
+    if not runs:
+        lines.append("| no run recorded yet | | | | | | | |")
+    lines += ["", END]
     return "\n".join(lines)
 
 
