@@ -36,10 +36,16 @@ THREADS_IN_EFFECT = set_polite_threads()
 
 
 
+def several_processes() -> bool:
+    """Started by `accelerate launch` (torchrun) with more than one process. (helpers.compute.processes says the
+    same for the other helpers; this base layer runs before anything imports it.)"""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
 def quiet_other_processes() -> str | None:
     """Send this process's printed output to a file when it is not the main one of several (`accelerate launch`).
     Returns the file's path, or None where nothing changed."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or int(os.environ.get("RANK", "0")) == 0:
+    if not several_processes() or int(os.environ.get("RANK", "0")) == 0:
         return None
     import tempfile
 
@@ -57,10 +63,10 @@ QUIET_OUTPUT = quiet_other_processes()
 def end_group_at_exit() -> bool:
     """Under `accelerate launch`: destroy torch.distributed's process group when the script ends without an error.
     A gloo group left to the interpreter's teardown aborts the process ("terminate called without an active
-    exception", pytorch/pytorch#190489): 8 of 20 two-process exits here, and once a whole CI run (docs/scale-out.md).
+    exception", pytorch/pytorch#190489; how often, measured: docs/scale-out.md section 7).
     Not after an uncaught error: the launcher stops the others then, and a shutdown that waits for them could hang.
     Registered first, so it runs after every other exit handler (servers stop before it). Returns True if registered."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if not several_processes():
         return False
     failed = []
     report = sys.excepthook

@@ -56,7 +56,7 @@ dist.all_gather_object(box, dist.get_rank())
 
 
 def test_two_processes_end_their_group_before_the_interpreter_does(tmp_path):
-    # a gloo group left to the interpreter's teardown aborted 8 of 20 such launches (helpers/startup.py)
+    # a gloo group left to the interpreter's teardown aborts such a launch now and then (docs/scale-out.md section 7)
     import subprocess
     import sys
     from pathlib import Path

@@ -3,6 +3,8 @@
 
 import json
 
+import pytest
+
 from tools import test_runs
 
 LOG_TAIL = """........ [100%]
@@ -35,7 +37,5 @@ def test_a_log_is_read_and_recorded_and_the_block_follows(tmp_path, monkeypatch)
 
 
 def test_a_log_without_a_summary_is_refused():
-    import pytest
-
     with pytest.raises(ValueError, match="no pytest summary"):
         test_runs.parse_log("collecting ...\nKilled\n")
