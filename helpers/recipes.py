@@ -5,7 +5,6 @@ A `Recipe` holds what a notebook needs to know about itself before it runs:
   tutorials), the same keys in each; `helpers.profiles.resolve_settings` picks one and applies your knobs;
 - `step_tokens(settings, measured_length)`: the tokens one training step holds, (trained in a micro-batch,
   generated at once, logits kept), from which `helpers.compute.hardware` estimates memory;
-- `typical_minutes`: a whole measured run per profile, which `make demo` announces;
 - `starts_from`: the notebook whose checkpoint it warm-starts from (`helpers.models.warm_start`);
 - `slow_cpu`: what the cpu profile changes on a CPU without native bf16 (an AVX2 laptop, most Colab CPUs), where
   every pass runs in fp32 at a third of the speed (`helpers.profiles.resolve_settings`; knobs you set still win).
@@ -27,7 +26,6 @@ from typing import Callable
 class Recipe:
     profiles: dict[str, dict]
     step_tokens: Callable | None = None
-    typical_minutes: dict[str, int] = field(default_factory=dict)
     starts_from: str | None = None
     slow_cpu: dict = field(default_factory=dict)
     derived: Callable | None = None
@@ -97,7 +95,7 @@ RECIPES: dict[str, Recipe] = {
                                   s.per_device_train_batch_size * s.gradient_accumulation_steps
                                   * (350 + s.max_completion_length),
                                   s.per_device_train_batch_size * s.max_completion_length),
-        typical_minutes={"cpu": 33}, starts_from="02_sft_warmup",   # a whole cpu run, idle: docs/measurements.md
+        starts_from="02_sft_warmup",
         # No native bf16: one group per micro-batch (the shared prompt computed half as often), backward through the
         # top 12 layers, 400 held-out sums and 16 preflight questions, so 40+ steps fit (docs/measurements.md#notebook-01).
         slow_cpu={"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "freeze_layers": 18,
@@ -201,7 +199,6 @@ RECIPES: dict[str, Recipe] = {
         },
         # SFT computes logits for every token; `n` is the notebook's measured row length (~420 tokens without it).
         step_tokens=lambda s, n: (s.batch_size * (n or 420), 0, s.batch_size * (n or 420)),
-        typical_minutes={"cpu": 5},   # a whole cpu run, idle: docs/measurements.md#notebook-02
     ),
     # 00: OpenEnv quick start: connect, build, serve and attack an environment, wire it for environment_factory.
     # It trains nothing (training starts in 01): only how long a sandboxed submission may run.

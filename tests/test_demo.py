@@ -129,3 +129,56 @@ def test_the_report_of_a_run_stopped_for_too_few_steps_gives_the_reason_and_no_c
     trained = {**metrics, "stopped_too_few_steps": None, "accuracy_after": 0.55, "accuracy_change": 0.05,
                "accuracy_change_ci": [0.02, 0.08]}
     assert "Paired change" in eval_table(trained) and "not evaluated" not in eval_table(trained)
+
+
+# --- the banner's minutes: the page's range for this class, then this machine's own speed -------------------------
+
+def _median_idle(notebook: str, hardware: str) -> float:
+    from statistics import median
+
+    from helpers.reporting import results
+
+    return median(results.idle_minutes(results.load_runs()["runs"], notebook, hardware))
+
+
+@pytest.mark.parametrize("hardware", ["cpu-avx512", "cpu-avx2"])
+def test_before_anything_ran_the_banner_quotes_the_page_for_this_class(hardware):
+    from tools import results
+    from tools.demo import banner_minutes
+
+    for notebook in ("02_sft_warmup", "01_grpo_walkthrough"):
+        said = banner_minutes(notebook, "cpu", {}, hardware)
+        figure = re.search(r"(?:about|up to) (\S+) minutes on 2 (?:idle )?cores of a `([\w-]+)` machine", said)
+        assert figure, said
+        row = next(r for r in results.render().split(f"## Notebook {notebook[:2]}\n", 1)[1].splitlines()
+                   if r.startswith(f"| `{figure.group(2)}` | `cpu` as shipped"))
+        assert figure.group(1) in row.split("|")[-2], (said, row)
+        assert figure.group(2) == hardware or f"not timed on a `{hardware}` one" in said, said
+
+
+def test_after_notebook_02_ran_the_banner_estimates_01_from_this_machines_speed():
+    """A machine twice as slow as the measured runs on notebook 02: notebook 01's minutes outside its 20-minute
+    training budget double, the budget itself does not (the machine trains fewer steps in it)."""
+    from tools.demo import banner_minutes
+
+    hw = "cpu-avx512"
+    slow = banner_minutes("01_grpo_walkthrough", "cpu", {"02_sft_warmup": 2 * 60 * _median_idle("02_sft_warmup", hw)}, hw)
+    expected = 20 + 2 * (_median_idle("01_grpo_walkthrough", hw) - 20)
+    assert f"about {expected:.0f} min here" in slow and "(x2.00)" in slow, slow
+    assert "its 20-minute training budget does not scale" in slow and "notebook 02 took" in slow
+    same = banner_minutes("01_grpo_walkthrough", "cpu", {"02_sft_warmup": 60 * _median_idle("02_sft_warmup", hw)}, hw)
+    assert f"about {_median_idle('01_grpo_walkthrough', hw):.0f} min here" in same and "(x1.00)" in same, same
+    # a notebook without a budget scales whole; 01's own time counts only outside its budget
+    after_01 = banner_minutes("04_openreward_spec", "cpu",
+                              {"01_grpo_walkthrough": 60 * (20 + 1.5 * (_median_idle("01_grpo_walkthrough", hw) - 20))}, hw)
+    assert f"about {1.5 * _median_idle('04_openreward_spec', hw):.0f} min here" in after_01 and "(x1.50)" in after_01
+
+
+def test_the_demo_builds_the_offline_models_before_timing_a_notebook(monkeypatch, capsys):
+    from helpers import model_folders
+    from tools import demo
+
+    built = []
+    monkeypatch.setattr(model_folders, "resolve_model", lambda name: built.append(name) or name)
+    demo.build_models_first(["02_sft_warmup", "01_grpo_walkthrough"], "cpu")
+    assert built == ["smollm2-135m"]

@@ -246,16 +246,6 @@ def test_minutes_claims_quote_the_page(path):
     assert set(demo) == {results.demo_minutes(RECORDS)}, f"{path}: make demo {demo}, the page {results.demo_minutes(RECORDS)}"
 
 
-@pytest.mark.parametrize("notebook", [
-    "02_sft_warmup",
-    NB01,
-])
-def test_typical_minutes_are_within_the_measured_range(notebook):
-    runs = [r for r in shipped(notebook) if r["timing"] == "idle"]
-    minutes = [r["wall_s"] / 60 if r.get("wall_s") else r["minutes"] for r in runs]
-    assert round(min(minutes)) <= RECIPES[notebook].typical_minutes["cpu"] <= round(max(minutes) + 0.5)
-
-
 def results_section(nb: str) -> str:
     """The text of docs/results.md's section for notebook `nb` ("01")."""
     page = (ROOT / "docs" / "results.md").read_text()

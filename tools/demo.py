@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import time
 from pathlib import Path
 
+from helpers.recipes import RECIPES
+from helpers.reporting import results as measured
 from helpers.runs import runs_dir
 from tools.notebooks import NOTEBOOKS_DIR, REPO_ROOT, check_passed_knobs
-from helpers.recipes import RECIPES
 
 # Notebook 01 after the notebook whose checkpoint it starts from (its recipe says which, helpers.recipes).
 PIPELINE = [RECIPES["01_grpo_walkthrough"].starts_from, "01_grpo_walkthrough"]
@@ -158,6 +160,77 @@ def run_watched(source: str | Path, executed: str | Path, parameters: dict, *, c
                                execution_timeout=None)  # training cells run for minutes: no per-cell limit
 
 
+# --- how long the next notebook will take here --------------------------------------------------------------------
+
+def speed_here(took: dict[str, float], records: list[dict], hardware: str, profile: str = "cpu"):
+    """How this machine compares with the measured idle runs of its class (docs/runs.json), from the notebooks it
+    already ran in this demo (`took`: name -> seconds): (ratio, what it rests on), ratio > 1 being slower; None
+    when none of them has an idle run of its class to compare with."""
+    pairs = [(name, seconds / 60, statistics.median(ref)) for name, seconds in took.items()
+             for ref in [measured.idle_minutes(records, name, hardware, profile=profile)] if ref]
+    if not pairs:
+        return None
+    ratios = []
+    for name, here, ref in pairs:
+        budget = training_budget(name, [ref], hardware, profile)   # that part of a run does not scale
+        ratios.append((here - budget) / (ref - budget) if budget and here > budget else here / ref)
+    ratio = statistics.median(ratios)
+    basis = "; ".join(f"notebook {name[:2]} took {here:.1f} min here, {measured.fmt_minutes(ref)} on the measured "
+                      f"`{hardware}` runs" for name, here, ref in pairs)
+    return ratio, basis
+
+
+def estimate_minutes(name: str, ratio: float, records: list[dict], hardware: str, profile: str = "cpu"):
+    """`name`'s minutes on a machine `ratio` times as slow as its class's measured idle runs (their median), and the
+    training budget left unscaled when those runs trained for their whole budget (notebook 01's `TRAIN_MINUTES`:
+    a slower machine trains fewer steps in it, not longer); None when the class has no idle run of `name`."""
+    ref = measured.idle_minutes(records, name, hardware, profile=profile)
+    if not ref:
+        return None
+    budget = training_budget(name, ref, hardware, profile)
+    return (budget or 0) + (statistics.median(ref) - (budget or 0)) * ratio, budget
+
+
+def training_budget(name: str, ref: list[float], hardware: str, profile: str) -> float | None:
+    """`name`'s training budget in minutes when its measured runs (`ref`, whole minutes) took longer than it, so
+    trained until it ran out (notebook 01's 20 minutes); else None (04's 25-minute cap is never reached)."""
+    budget = measured.shipped_profile(name, profile, hardware).get("train_minutes") if name in RECIPES else None
+    return budget if budget and statistics.median(ref) > budget else None
+
+
+def banner_minutes(name: str, profile: str, took: dict[str, float], hardware: str | None = None,
+                   records: list[dict] | None = None) -> str:
+    """What a notebook's banner says of its minutes: the measured range for this machine's class (docs/results.md)
+    until a notebook has run here; then an estimate from this machine's own speed, saying what it rests on."""
+    if name not in RECIPES or not measured.RUNS_FILE.exists():
+        return ""
+    hardware = hardware or measured.hardware_class()
+    records = records if records is not None else measured.load_runs()["runs"]
+    speed = speed_here(took, records, hardware, profile)
+    estimate = estimate_minutes(name, speed[0], records, hardware, profile) if speed else None
+    if estimate is None:
+        claim = measured.minutes_claim(name, profile, hardware)
+        return f", {claim}: docs/results.md" if claim else ""
+    minutes, budget = estimate
+    fixed = f"; its {measured.fmt_minutes(budget)}-minute training budget does not scale" if budget else ""
+    return f", about {minutes:.0f} min here: {speed[1]} (x{speed[0]:.2f}){fixed}"
+
+
+def build_models_first(names: list[str], profile: str) -> None:
+    """Build the offline models the notebooks load before any of them is timed: a fresh clone builds them inside
+    the first notebook otherwise, and its minutes, which the next banner's estimate rests on, would count it."""
+    from helpers.model_folders import MODEL_NAMES, resolve_model
+
+    wanted = sorted({value for name in names if name in RECIPES
+                     for key, value in RECIPES[name].profiles.get(profile, {}).items()
+                     if key.endswith("model") and value in MODEL_NAMES})
+    started = time.perf_counter()
+    for model in wanted:
+        resolve_model(model)   # at once when it is built already
+    if time.perf_counter() - started > 5:
+        print(f"offline models built once: {', '.join(wanted)} ({time.perf_counter() - started:.0f} s)", flush=True)
+
+
 def main() -> None:
     from tools.report import build_report
 
@@ -173,10 +246,11 @@ def main() -> None:
     out = runs_dir() / "executed"
     out.mkdir(parents=True, exist_ok=True)
     runs = []  # (name, executed notebook, wall seconds, error or None): one section each in the report
+    build_models_first(names, args.profile)
     for n, name in enumerate(names, 1):
-        typical = RECIPES[name].typical_minutes.get(args.profile) if name in RECIPES else None   # measured
+        took = {done: seconds for done, _, seconds, error in runs if error is None}
         print(f"\n=== notebook {n}/{len(names)}: {name} (PROFILE={args.profile}"
-              + (f", about {typical} min on 2 idle cores" if typical else "") + ") ===", flush=True)
+              + banner_minutes(name, args.profile, took) + ") ===", flush=True)
         executed, started = out / f"{name}.ipynb", time.perf_counter()
         print("starting a Python kernel and importing transformers ...", flush=True)
         try:

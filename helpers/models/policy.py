@@ -19,6 +19,7 @@ from helpers.compute.precision import card_capability
 from helpers.model_folders import MODEL_NAMES, ModelError, resolve_model
 from helpers.recipes import RECIPES
 from helpers.runs import runs_dir
+from helpers.reporting.results import minutes_claim
 
 
 def warm_start(notebook: str, model: str, *, warm: bool = True) -> tuple[str, str]:
@@ -37,8 +38,8 @@ def warm_start(notebook: str, model: str, *, warm: bool = True) -> tuple[str, st
 def missing_checkpoint_line(notebook: str, checkpoint) -> str:
     """The one line a learner reads who runs `notebook` before the notebook it starts from (01 before 02)."""
     source = RECIPES[notebook].starts_from
-    minutes = RECIPES[source].typical_minutes.get("cpu")
-    takes = f" (about {minutes} minutes on 2 CPU cores, docs/results.md)" if minutes else ""
+    minutes = minutes_claim(source, "cpu")
+    takes = f"; {minutes}, docs/results.md" if minutes else ""
     return (f"NOTE: notebook {notebook[:2]} runs before notebook {source[:2]} here: no SFT checkpoint at {checkpoint}, "
             f"so it starts from the base model, which rarely calls the tool and gives GRPO little to learn from: "
             f"run notebook {source[:2]} first (notebooks/{source}.ipynb{takes}), then restart this notebook; "

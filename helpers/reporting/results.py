@@ -163,6 +163,35 @@ def hardware_class() -> str:
     return "cpu-avx2" if cpu_native_bf16()[0] is False else "cpu-avx512"
 
 
+def idle_minutes(records: list[dict], notebook: str, hardware: str, *, profile: str = "cpu") -> list[float]:
+    """The whole-notebook minutes of `notebook`'s `profile` as shipped, on idle machines of `hardware`."""
+    return [minutes_of(r) for r in shipped_runs(records, notebook, hardware, profile=profile)
+            if r.get("timing") == "idle" and minutes_of(r) is not None]
+
+
+def minutes_claim(notebook: str, profile: str = "cpu", hardware: str | None = None, *,
+                  path: Path | None = None) -> str | None:
+    """How long `notebook` takes, naming the class of machine it was timed on, as docs/results.md gives it: 'about
+    3.7-5 minutes on 2 idle cores of a `cpu-avx512` machine' (idle runs; else 'up to' a shared run's minutes). This
+    machine's class by default; the AVX-512 CPUs' when this class has no timed run, saying so. None when nothing was
+    timed (or docs/runs.json is not here)."""
+    source = Path(path or RUNS_FILE)
+    if not source.exists():
+        return None
+    records = load_runs(source)["runs"]
+    mine = hardware or hardware_class()
+    for where in dict.fromkeys((mine, "cpu-avx512")):
+        summary = shipped_summary(records, notebook, where, profile=profile)
+        untimed = f", not timed on a `{mine}` one" if where != mine else ""
+        on = "one card of a `gpu` machine" if where == "gpu" else f"2 {{}}cores of a `{where}` machine"
+        if summary and summary["idle_minutes"]:
+            return f"about {fmt_range(*summary['idle_minutes'])} minutes on {on.format('idle ')}{untimed}"
+        if summary and summary["other_minutes"] is not None:   # only an upper bound: say why
+            return (f"up to {fmt_minutes(summary['other_minutes'])} minutes on {on.format('')} "
+                    f"({', '.join(summary['other_why'])}){untimed}")
+    return None
+
+
 def expected_change(notebook: str, profile: str, hardware: str | None = None, *, path: Path | None = None) -> str | None:
     """What the measured runs of `notebook`'s `profile` as shipped changed held-out on `hardware` (this machine's
     class by default; the AVX-512 CPUs' when that class has none), as docs/results.md's row says it; None when no
