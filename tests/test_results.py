@@ -254,6 +254,7 @@ def results_section(nb: str) -> str:
 
 SIGNED = re.compile(r"(?<![\w.])[+-]\d+(?:\.\d+)?(?![\w.%])")
 MINUTES = re.compile(r"(\d+(?:\.\d+)?(?:\s*[-–]\s*\d+(?:\.\d+)?)?) minutes")
+CLASS_NAMED = re.compile(r"AVX-512|AVX2|cpu-avx")   # a minutes figure holds for one class of CPU: it says which
 
 
 @pytest.mark.parametrize("nb", ["01", "02", "03", "04"])
@@ -273,3 +274,5 @@ def test_notebook_expectations_quote_the_results_page(nb):
                 minutes = re.sub(r"\s*[-–]\s*", "-", minutes)
                 assert minutes in page_minutes(notebook), (
                     f"{path.name} says {minutes} minutes; docs/results.md gives {sorted(page_minutes(notebook))}")
+                assert CLASS_NAMED.search(paragraph), (
+                    f"{path.name} says {minutes} minutes without naming the CPU class they were measured on")
