@@ -72,3 +72,26 @@ def test_the_index_is_generated_from_the_records_and_a_missing_page_is_found(tmp
     (tmp_path / "02_sft_warmup.ipynb").unlink()
     (tmp_path / "README.md").write_text("edited by hand")
     assert any("does not match" in p for p in reference_runs.stale(tmp_path))
+
+
+def test_the_commit_is_marked_for_changes_outside_the_pages_this_command_writes(tmp_path, monkeypatch):
+    """Each notebook's record names the commit that ran; the pages the earlier notebooks of the same command wrote
+    into docs/reference-runs/ are not a change to the code (every record after the first said so before)."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       check=True, capture_output=True)
+
+    (tmp_path / "docs" / "reference-runs").mkdir(parents=True)
+    (tmp_path / "docs" / "reference-runs" / "runs.json").write_text("{}")
+    (tmp_path / "helpers.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "start")
+    monkeypatch.setattr(reference_runs, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(reference_runs, "OUT_DIR", tmp_path / "docs" / "reference-runs")
+    (tmp_path / "docs" / "reference-runs" / "runs.json").write_text('{"00": {}}')
+    assert "uncommitted" not in reference_runs.commit()
+    (tmp_path / "helpers.py").write_text("x = 2\n")
+    assert reference_runs.commit().endswith(" (with uncommitted changes)")

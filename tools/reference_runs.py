@@ -51,11 +51,13 @@ def machine() -> str:
 
 
 def commit() -> str:
-    """HEAD, marked when the working tree differs from it."""
+    """HEAD, marked when the working tree differs from it outside docs/reference-runs/ (which this command writes:
+    the second notebook would otherwise be marked by the first one's page)."""
     def git(*args):
         return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True).stdout.strip()
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", f":!{OUT_DIR.relative_to(REPO_ROOT)}")
+    return head + (" (with uncommitted changes)" if changed else "")
 
 
 def scrubbed(executed: Path):
