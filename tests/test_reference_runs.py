@@ -61,17 +61,26 @@ def test_a_page_over_the_limit_is_refused_not_kept(tmp_path, monkeypatch):
 def test_the_index_is_generated_from_the_records_and_a_missing_page_is_found(tmp_path):
     records = {"02_sft_warmup": {"seconds": 300, "machine": "a CPU, 2 cores", "date": "2026-11-28", "commit": "abc1234",
                                  "load_before": 0.1, "load_after": 1.9}}
+    runs = [{"notebook": "02_sft_warmup", "hardware": "cpu-avx512", "profile": "cpu", "wall_s": 300, "change": -1.25,
+             "ci": [-4.0, 1.5], "metric": "held-out accuracy, 100 sums", "timing": "idle",
+             "recipe": {"n_episodes": 320}},
+            {"notebook": "02_sft_warmup", "hardware": "cpu-avx512", "profile": "cpu", "wall_s": 280, "change": 50.0,
+             "ci": [40.0, 60.0], "metric": "held-out accuracy, 100 sums", "timing": "idle"}]
     (tmp_path / "runs.json").write_text(json.dumps(records))
-    (tmp_path / "README.md").write_text(reference_runs.index(records))
-    assert "| 02_sft_warmup | [02_sft_warmup.html](02_sft_warmup.html) | 5.0 |" in reference_runs.index(records)
-    assert any("02_sft_warmup.html missing" in p for p in reference_runs.stale(tmp_path))
+    (tmp_path / "README.md").write_text(reference_runs.index(records, runs))
+    row = next(line for line in reference_runs.index(records, runs).splitlines() if line.startswith("| 02_sft"))
+    # a run that lost points is shown as it came out, with the page's range over the class's runs beside it
+    assert row.startswith("| 02_sft_warmup | [02_sft_warmup.html](02_sft_warmup.html) | 5.0 | -1.3 [-4.0, +1.5] "
+                          "(held-out accuracy, 100 sums) | mean +24.4 (-1.3 to +50.0), 2 runs on `cpu-avx512` |"), row
+    assert any("02_sft_warmup.html missing" in p for p in reference_runs.stale(tmp_path, runs))
     (tmp_path / "02_sft_warmup.html").write_text("<html></html>")
-    assert reference_runs.stale(tmp_path) == []
+    assert reference_runs.stale(tmp_path, runs) == []
+    assert any("not recorded in docs/runs.json" in p for p in reference_runs.stale(tmp_path, runs[1:]))
     (tmp_path / "02_sft_warmup.ipynb").write_text("{}")
-    assert any("notebook with outputs" in p for p in reference_runs.stale(tmp_path))
+    assert any("notebook with outputs" in p for p in reference_runs.stale(tmp_path, runs))
     (tmp_path / "02_sft_warmup.ipynb").unlink()
     (tmp_path / "README.md").write_text("edited by hand")
-    assert any("does not match" in p for p in reference_runs.stale(tmp_path))
+    assert any("does not match" in p for p in reference_runs.stale(tmp_path, runs))
 
 
 def test_the_commit_is_marked_for_changes_outside_the_pages_this_command_writes(tmp_path, monkeypatch):
