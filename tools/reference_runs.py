@@ -131,7 +131,8 @@ def index(records: dict, runs: list[dict] | None = None) -> str:
              "before/after numbers. Open one while your own run trains, or instead of it on a machine too slow to",
              "finish: each is one HTML page (open it in a browser). Each run is one of the measured runs of",
              "[results.md](../results.md), whose range over all of them (seeds and machines) stands beside it: one run",
-             "is one draw, shown as it came out.",
+             "is one draw, shown as it came out. (The line a run prints with what the measured runs gained was",
+             "computed before that run was recorded among them.)",
              "",
              "| notebook | run | minutes | held-out change [95 %] | the page's runs of its class | machine | date | commit |",
              "|---|---|---:|---|---|---|---|---|"]
