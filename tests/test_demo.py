@@ -182,3 +182,25 @@ def test_the_demo_builds_the_offline_models_before_timing_a_notebook(monkeypatch
     monkeypatch.setattr(model_folders, "resolve_model", lambda name: built.append(name) or name)
     demo.build_models_first(["02_sft_warmup", "01_grpo_walkthrough"], "cpu")
     assert built == ["smollm2-135m"]
+
+
+def test_the_estimate_is_within_15_percent_on_the_measured_machines_that_ran_both():
+    """Replayed on every commit whose runs include an idle notebook 02 and an idle notebook 01 of the same machine
+    (the Zen 5 of 0edfc93, the Zen 4 of the regenerated reference runs): the banner's estimate of 01 from 02's
+    minutes lands within 15 % of what 01 took there (in-sample: those runs are among the medians it uses)."""
+    from statistics import mean
+
+    from helpers.reporting import results
+    from tools.demo import estimate_minutes, speed_here
+
+    records = results.load_runs()["runs"]
+    idle = lambda nb: [r for r in results.shipped_runs(records, nb, "cpu-avx512") if r.get("timing") == "idle"]
+    pairs = [(two, [one for one in idle("01_grpo_walkthrough") if one.get("commit") == two.get("commit")])
+             for two in idle("02_sft_warmup")]
+    pairs = [(two, ones) for two, ones in pairs if ones]
+    assert len(pairs) >= 2, pairs
+    for two, ones in pairs:
+        ratio, _ = speed_here({"02_sft_warmup": 60 * results.minutes_of(two)}, records, "cpu-avx512")
+        estimate, budget = estimate_minutes("01_grpo_walkthrough", ratio, records, "cpu-avx512")
+        took = mean(results.minutes_of(one) for one in ones)
+        assert budget == 20 and abs(estimate - took) <= 0.15 * took, (two["commit"], estimate, took)
