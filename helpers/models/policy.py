@@ -19,7 +19,6 @@ from helpers.compute.precision import card_capability
 from helpers.model_folders import MODEL_NAMES, ModelError, resolve_model
 from helpers.recipes import RECIPES
 from helpers.runs import runs_dir
-from helpers.reporting.results import minutes_claim
 
 
 def warm_start(notebook: str, model: str, *, warm: bool = True) -> tuple[str, str]:
@@ -38,8 +37,8 @@ def warm_start(notebook: str, model: str, *, warm: bool = True) -> tuple[str, st
 def missing_checkpoint_line(notebook: str, checkpoint) -> str:
     """The one line a learner reads who runs `notebook` before the notebook it starts from (01 before 02)."""
     source = RECIPES[notebook].starts_from
-    minutes = minutes_claim(source, "cpu")
-    takes = f"; {minutes}, docs/results.md" if minutes else ""
+    # its minutes per CPU class live on the results page (helpers.reporting, a layer above this one, computes them)
+    takes = f"; its minutes on your kind of CPU: docs/results.md#notebook-{source[:2]}"
     return (f"NOTE: notebook {notebook[:2]} runs before notebook {source[:2]} here: no SFT checkpoint at {checkpoint}, "
             f"so it starts from the base model, which rarely calls the tool and gives GRPO little to learn from: "
             f"run notebook {source[:2]} first (notebooks/{source}.ipynb{takes}), then restart this notebook; "
