@@ -172,7 +172,7 @@ def speed_here(took: dict[str, float], records: list[dict], hardware: str, profi
         return None
     ratios = []
     for name, here, ref in pairs:
-        budget = training_budget(name, [ref], hardware, profile)   # that part of a run does not scale
+        budget = training_budget(name, ref, hardware, profile)   # that part of a run does not scale
         ratios.append((here - budget) / (ref - budget) if budget and here > budget else here / ref)
     ratio = statistics.median(ratios)
     basis = "; ".join(f"notebook {name[:2]} took {here:.1f} min here, {measured.fmt_minutes(ref)} on the measured "
@@ -187,15 +187,17 @@ def estimate_minutes(name: str, ratio: float, records: list[dict], hardware: str
     ref = measured.idle_minutes(records, name, hardware, profile=profile)
     if not ref:
         return None
-    budget = training_budget(name, ref, hardware, profile)
-    return (budget or 0) + (statistics.median(ref) - (budget or 0)) * ratio, budget
+    typical = statistics.median(ref)
+    budget = training_budget(name, typical, hardware, profile)
+    return (budget or 0) + (typical - (budget or 0)) * ratio, budget
 
 
-def training_budget(name: str, ref: list[float], hardware: str, profile: str) -> float | None:
-    """`name`'s training budget in minutes when its measured runs (`ref`, whole minutes) took longer than it, so
-    trained until it ran out (notebook 01's 20 minutes); else None (04's 25-minute cap is never reached)."""
+def training_budget(name: str, typical: float, hardware: str, profile: str) -> float | None:
+    """`name`'s training budget in minutes when its measured runs (their median, `typical` whole minutes) took
+    longer than it, so trained until it ran out (notebook 01's 20 minutes); else None (04's 25-minute cap is never
+    reached)."""
     budget = measured.shipped_profile(name, profile, hardware).get("train_minutes") if name in RECIPES else None
-    return budget if budget and statistics.median(ref) > budget else None
+    return budget if budget and typical > budget else None
 
 
 def banner_minutes(name: str, profile: str, took: dict[str, float], hardware: str | None = None,

@@ -100,8 +100,9 @@ def change_cells(name: str, record: dict, runs: list[dict]) -> tuple[str, str]:
     """What this run changed held-out, and what the page's measured runs of its class changed beside it (a run
     that gained nothing is shown as it is, next to the range it sits in or outside)."""
     from helpers.reporting import results
+    from tools.results import NOTEBOOKS   # the notebooks that train, as the results page lists them
 
-    if name not in results.RECIPES or not results.RECIPES[name].profiles.get("cpu", {}).get("model"):
+    if name not in NOTEBOOKS:
         return "trains nothing", ""
     mine = measured(name, record, runs)
     if mine is None:
