@@ -8,6 +8,11 @@ It silences exactly one library notice: TRL 1.16 reads transformers' deprecated 
 it generates, so every training cell printed a red FutureWarning a learner can do nothing about. Nothing else is
 filtered.
 
+It skips one import nothing here uses: openenv.core imports mcp, mcp imports jsonschema, and jsonschema builds a
+grammar parser at import time for its optional IRI format check whenever rfc3987_syntax is installed (jupyter brings
+it). That parser was 1.3-3.6 s of every process that imports openenv (a notebook kernel, each environment server):
+docs/measurements.md, "Start-up imports". `del sys.modules["rfc3987_syntax"]` brings the check back.
+
 Under `accelerate launch` with several processes, every process but the main one writes what it prints to a log file
 of its own (its path goes to stderr once), so a run's output reads once; errors still reach the screen. And each
 process ends its torch.distributed group itself when the script ends cleanly (end_group_at_exit says why).
@@ -33,6 +38,18 @@ def set_polite_threads() -> bool:
 
 
 THREADS_IN_EFFECT = set_polite_threads()
+
+
+def skip_unused_iri_parser() -> bool:
+    """Mark rfc3987_syntax as absent, so jsonschema (under openenv's mcp) does not build its IRI parser on import.
+    Returns False when jsonschema's format checks were already loaded (then the parser is built already)."""
+    if "jsonschema._format" in sys.modules:
+        return False
+    sys.modules.setdefault("rfc3987_syntax", None)
+    return True
+
+
+skip_unused_iri_parser()
 
 
 

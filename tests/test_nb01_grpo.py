@@ -182,24 +182,6 @@ def test_unreachable_server_is_named_before_training(notebook_runner):
     assert "http://127.0.0.1:9" in str(err.value) and "No server answers" in str(err.value)
 
 
-def test_tiny_run_with_lora(notebook_runner):
-    """LORA=True end to end on CPU (the T4 path without CUDA): GRPO trains adapters only, the evaluation runs on
-    the adapted model, the saved model is the adapter, and it loads back onto its base."""
-    import torch
-
-    from helpers.models import load_policy
-
-    metrics, executed = notebook_runner(NB, LORA=True)
-    assert metrics["lora"] is True and metrics["steps"] == 2
-    assert metrics["format_before"] > 0 and metrics["eval_n"] == 8
-    saved = Path(metrics["saved_to"])
-    assert (saved / "adapter_config.json").exists() and not (saved / "model.safetensors").exists()
-    assert "LoRA parameters" in cell_outputs_text(executed)
-    model = load_policy(str(saved), device="cpu")
-    assert any("lora_" in name for name, _ in model.named_parameters())
-    assert next(model.parameters()).dtype == torch.float32
-
-
 def test_a_machine_too_slow_for_min_steps_stops_one_step_after_its_estimate_and_says_why(notebook_runner):
     """Issue 40's slow CPU: when the budget buys far fewer than MIN_STEPS, the notebook stops training one step
     after its estimate (after step 2, or up to WAIT_FOR_GRADIENT steps later when the steps so far had no

@@ -237,6 +237,8 @@ def test_play_teacher_and_sft_warm_start_train_on_the_rewarded_episodes(ors, spe
     from helpers.openreward.warm_start import WarmStartData, play_teacher, sft_warm_start
     from trl import SFTConfig, SFTTrainer
 
+    from helpers.compute.fast_trainers import FastSFTTrainer
+
     from helpers.reporting.tracking import trainer_io
 
     monkeypatch.setenv("AGENT_RL_RUNS", str(tmp_path))   # the SFT trainer's output folder
@@ -253,7 +255,8 @@ def test_play_teacher_and_sft_warm_start_train_on_the_rewarded_episodes(ors, spe
         config = SFTConfig(**trainer_io("nb04-test", "sft", tiny_settings, precision, seed=0, report_to="none"),
                            num_train_epochs=1, per_device_train_batch_size=2, max_length=1024, assistant_only_loss=True,
                            activation_checkpointing=False)
-        seconds = sft_warm_start(SFTTrainer, config, model, tokenizer, warm, environment_tools(env),
+        # the notebook's default trainer (PLAIN_TRL=False); tests/test_fast_trainers.py: it trains as SFTTrainer does
+        seconds = sft_warm_start(FastSFTTrainer, config, model, tokenizer, warm, environment_tools(env),
                                  settings=tiny_settings)
         assert seconds > 0 and f"SFT: {len(warm.kept)} episodes" in capsys.readouterr().out
         assert any(not torch.equal(a, b) for a, b in zip(weights, (p for p in model.parameters() if p.requires_grad)))
