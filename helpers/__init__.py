@@ -1,8 +1,9 @@
 """helpers: what the notebooks' lessons are not about, grouped by what it serves (map: docs/guide.md#where-things-live).
 
 Importing it first runs helpers/startup.py: OpenMP's wait policy PASSIVE unless one is set (before anything imports
-torch), one TRL notice silenced, and under `accelerate launch` the output of every process but the main
-one to a file, and each process's torch.distributed group ended at a clean exit.
+torch), one TRL notice silenced, jsonschema's unused IRI parser skipped (seconds of every process that imports
+openenv), and under `accelerate launch` the output of every process but the main one to a file, and each process's
+torch.distributed group ended at a clean exit.
 
 Layers, bottom first. A module imports only from its own layer or a lower one, never in a circle, and never inside
 a function to get around one (tests/test_layers.py checks it; its LAYERS is this list as a table):
