@@ -40,12 +40,12 @@ ONCE = {
 }
 
 
-def launch(tmp_path, notebook, *flags, timeout=600, popen=False):
+def launch(tmp_path, notebook, *flags, timeout=600, popen=False, **environment):
     script = export(NOTEBOOKS_DIR / f"{notebook}.ipynb", tmp_path / "scripts" / f"{notebook}.py")
     args = [sys.executable, *TWO_PROCESSES, "--main_process_port", str(free_port()), str(script), "--profile", "tiny",
             *flags]
     env = {**os.environ, "AGENT_RL_RUNS": str(tmp_path / "runs"), "TRACKIO_DIR": str(tmp_path / "trackio"),
-           "CUDA_VISIBLE_DEVICES": "", "TRL_EXPERIMENTAL_SILENCE": "1"}   # CPU even where a GPU exists
+           "CUDA_VISIBLE_DEVICES": "", "TRL_EXPERIMENTAL_SILENCE": "1", **environment}   # CPU even where a GPU exists
     if popen:   # its output to a file: a pipe nobody reads while it runs would fill and stall it
         return subprocess.Popen(args, stdout=open(tmp_path / "launch.log", "w"), stderr=subprocess.STDOUT,
                                 cwd=tmp_path, env=env, start_new_session=True)
@@ -176,9 +176,11 @@ def test_a_process_that_dies_stops_the_run_with_its_rank_named(tmp_path):
 
 def test_an_environment_server_that_dies_stops_the_run_with_a_clear_error(tmp_path):
     """The shared reasoning_gym server killed while both processes train: each process's client retries for a
-    few seconds, then stops with the server's address and what to do (measured: the run ended 8 s after). No hang."""
+    few seconds, then stops with the server's address and what to do (measured: the run ended 8 s after). No hang.
+    The server is started as a process of its own (not forked: helpers/servers/forkserver.py), so its command line
+    names it."""
     launcher = launch(tmp_path, "01_grpo_walkthrough", "--max-steps", "50", "--eval-n", "4", "--preflight-n", "0",
-                      popen=True)
+                      popen=True, AGENT_RL_FORKSERVER="off")
     servers = [p for p in _when_training(tmp_path, launcher) if "reasoning_gym_env" in " ".join(p.cmdline())]
     assert len(servers) == 1   # one server for both processes
     servers[0].kill()

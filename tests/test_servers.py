@@ -1,7 +1,9 @@
 """helpers.servers: start, reach, fail clearly, and never leave a server behind."""
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -11,6 +13,7 @@ import urllib.request
 import pytest
 
 from helpers.servers import LocalServer, ServerError, check_reachable, free_port, server_or_url
+from helpers.servers.forkserver import VARIABLE, ForkedServer
 
 APP = "tests.server_apps:app"
 
@@ -48,24 +51,22 @@ def test_the_port_is_held_from_the_moment_it_is_chosen(tmp_path, monkeypatch):
     """The race CI met: the OS named a free port, another process bound it before the server did, and the server
     died with "address already in use". Now the port is bound before the server process starts: another process
     trying to bind it then fails, and the server still starts and answers on it."""
-    import socket
-
     import helpers.servers.local as servers
 
-    real_popen, others = servers.subprocess.Popen, []
+    real_launch, others = servers.launch, []
 
-    def popen_after_a_competitor(cmd, **kwargs):
+    def launch_after_a_competitor(argv, **kwargs):
         competitor = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            competitor.bind(("127.0.0.1", int(cmd[cmd.index("--port") + 1])))
+            competitor.bind(("127.0.0.1", int(argv[argv.index("--port") + 1])))
             others.append("bound it")
         except OSError:
             others.append("refused")
         finally:
             competitor.close()
-        return real_popen(cmd, **kwargs)
+        return real_launch(argv, **kwargs)
 
-    monkeypatch.setattr(servers.subprocess, "Popen", popen_after_a_competitor)
+    monkeypatch.setattr(servers, "launch", launch_after_a_competitor)
     with LocalServer(APP, log_dir=tmp_path) as server:
         assert get_json(server.base_url + "/health")["status"] == "ok"
     assert others == ["refused"]
@@ -112,18 +113,22 @@ def test_server_or_url_starts_locally_or_uses_the_given_url(tmp_path):
 
 
 def test_server_dies_with_its_parent(tmp_path):
-    """A killed notebook kernel must not leave a server holding a port."""
+    """A killed notebook kernel must not leave a server holding a port, nor the fork server it started. (This parent
+    finds a stale fork server socket in its environment and starts its own.)"""
     script = textwrap.dedent(f"""
-        import sys, time
+        import os, sys, time
         sys.path.insert(0, {str(tmp_path.parent)!r})
         from helpers.servers import LocalServer
         s = LocalServer({APP!r}, log_dir={str(tmp_path)!r}).start()
-        print(s.process.pid, s.port, flush=True)
+        print(s.process.pid, s.port, os.environ["{VARIABLE}"], flush=True)
         time.sleep(60)
     """)
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+    env = {**os.environ, VARIABLE: str(tmp_path / "no-fork-server-here")}
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env,
                               cwd=os.path.dirname(os.path.dirname(__file__)))
-    child_pid, port = map(int, parent.stdout.readline().split())
+    child_pid, port, socket_path = parent.stdout.readline().split()
+    child_pid = int(child_pid)
+    assert socket_path != env[VARIABLE] and os.path.exists(socket_path)   # its own fork server
     os.kill(parent.pid, signal.SIGKILL)  # no atexit, no finally: like a dying kernel
     parent.wait()
     deadline = time.monotonic() + 10
@@ -131,8 +136,59 @@ def test_server_dies_with_its_parent(tmp_path):
         try:
             os.kill(child_pid, 0)
         except ProcessLookupError:
-            break
+            if not os.path.exists(socket_path):
+                break
         time.sleep(0.2)
     else:
-        os.kill(child_pid, signal.SIGKILL)
-        pytest.fail("the server outlived its parent by 10 s")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child_pid, signal.SIGKILL)
+        pytest.fail(f"the server (alive: {os.path.exists(f'/proc/{child_pid}')}) or its fork server (socket left: "
+                    f"{os.path.exists(socket_path)}) outlived their parent by 10 s")
+
+
+# The fork server (helpers/servers/forkserver.py): a server forked from it must be what a fresh process would be.
+
+@pytest.fixture
+def forks(monkeypatch):
+    """This process's fork server, even where the caller turned it off."""
+    if os.environ.get(VARIABLE, "").lower() in ("off", "0", "no"):
+        monkeypatch.delenv(VARIABLE)
+
+
+def test_a_forked_server_is_what_a_fresh_process_would_be(tmp_path, monkeypatch, forks):
+    """Its own session (stop() signals its group), the requester's environment, folder and import path, its output
+    in its log, and its exit code (here: killed) reported to the requester, not to the fork server alone."""
+    monkeypatch.chdir(tmp_path)
+    with LocalServer(APP, env={"GREETING": "forked"}, log_dir=tmp_path) as server:
+        assert isinstance(server.process, ForkedServer)
+        me = get_json(server.base_url + "/whoami")
+        assert me["pid"] == me["pgid"] == server.process.pid
+        assert me["ppid"] != os.getpid()   # the fork server's child
+        assert (me["greeting"], me["cwd"], me["path0"]) == ("forked", str(tmp_path), str(tmp_path))
+        assert server.process.poll() is None
+        os.killpg(server.process.pid, signal.SIGKILL)
+        assert server.process.wait(timeout=10) == -signal.SIGKILL
+    with pytest.raises(ServerError, match="exited with code 1") as err:   # a failing app: its traceback in the log
+        LocalServer("tests.server_apps:broken_app", factory=True, log_dir=tmp_path, name="broken").start()
+    assert "refuses to start" in str(err.value)
+
+
+def test_off_or_refused_the_server_starts_as_a_fresh_process(tmp_path, monkeypatch, forks):
+    """AGENT_RL_FORKSERVER=off, or a fork server of another checkout (or Python), or one sent garbage before: the
+    server is a child process of ours, as it was before the fork server existed."""
+    import helpers.servers.forkserver as forkserver
+
+    with LocalServer(APP, log_dir=tmp_path) as server:   # a fork server is running for this process
+        assert isinstance(server.process, ForkedServer)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as garbage:
+        garbage.connect(os.environ[VARIABLE])
+        garbage.sendall(b"not a request")
+    monkeypatch.setattr(forkserver, "_HELPERS", str(tmp_path / "another-checkout" / "helpers"))
+    with LocalServer(APP, log_dir=tmp_path) as server:
+        assert isinstance(server.process, subprocess.Popen)
+        assert get_json(server.base_url + "/whoami")["ppid"] == os.getpid()
+    monkeypatch.undo()
+    monkeypatch.setenv(VARIABLE, "off")
+    with LocalServer(APP, env={"GREETING": "fresh"}, log_dir=tmp_path) as server:
+        assert isinstance(server.process, subprocess.Popen)
+        assert get_json(server.base_url + "/whoami")["greeting"] == "fresh"

@@ -20,7 +20,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -28,6 +27,7 @@ import urllib.request
 import weakref
 from pathlib import Path
 
+from helpers.servers.forkserver import launch
 from helpers.servers.resilient import _span
 
 _RUNNING: weakref.WeakSet = weakref.WeakSet()
@@ -123,7 +123,7 @@ class LocalServer:
         self.log_dir_is_temporary = not log_dir
         self.factory = factory
         self.port: int | None = None
-        self.process: subprocess.Popen | None = None
+        self.process = None   # a subprocess.Popen, or a forkserver.ForkedServer (the same pid/poll/wait)
         self.log_path = self.log_dir / f"{self.name}.log"
 
     @property
@@ -146,21 +146,16 @@ class LocalServer:
         listener = self._bind()
         self.port = listener.getsockname()[1]
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            sys.executable, "-m", "helpers.servers.serve", self.app,
-            "--port", str(self.port), "--fd", str(listener.fileno()), "--parent-pid", str(os.getpid()),
-        ]
+        argv = [self.app, "--port", str(self.port), "--parent-pid", str(os.getpid())]
         if self.factory:
-            cmd.append("--factory")
+            argv.append("--factory")
         child_env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         # The child must import `helpers` even when the notebook runs from another folder.
         repo_root = str(Path(__file__).resolve().parents[2])
         child_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, child_env.get("PYTHONPATH")) if p)
-        with listener, open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=child_env, start_new_session=True, pass_fds=(listener.fileno(),),
-            )
+        with listener:
+            self.process = launch(argv, env=child_env, cwd=os.getcwd(), log_path=str(self.log_path),
+                                  listener=listener)
         _RUNNING.add(self)
         self._wait_healthy()
         return self

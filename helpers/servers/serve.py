@@ -2,6 +2,8 @@
 
     python -m helpers.servers.serve module:app --port 8001 [--fd N] [--parent-pid PID] [--factory]
 
+(helpers.servers.forkserver runs the same `main` in a forked child, with --forked.)
+
 Runs uvicorn on 127.0.0.1 (on the already bound socket `--fd` when given: the parent binds the port, so no other
 process can take it between choosing and listening) and exits by itself when the parent process (a notebook kernel, a
 test run) disappears, so a crashed kernel never leaves a server holding a port.
@@ -16,7 +18,7 @@ import threading
 import time
 
 
-def _exit_when_parent_dies(parent_pid: int) -> None:
+def _exit_when_parent_dies(parent_pid: int, forked: bool = False) -> None:
     while True:
         try:
             os.kill(parent_pid, 0)
@@ -24,7 +26,7 @@ def _exit_when_parent_dies(parent_pid: int) -> None:
             os._exit(0)
         except PermissionError:
             pass  # exists, owned by someone else: still alive
-        if os.getppid() == 1:  # re-parented to init: our parent is gone
+        if not forked and os.getppid() == 1:  # re-parented to init: our parent is gone
             os._exit(0)
         time.sleep(1.0)
 
@@ -38,10 +40,12 @@ def main() -> None:
     parser.add_argument("--parent-pid", type=int, default=None)
     parser.add_argument("--factory", action="store_true", help="app is a function returning the app")
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--forked", action="store_true",
+                        help="forked by helpers.servers.forkserver: --parent-pid asked for it, but is not its parent")
     args = parser.parse_args()
 
     if args.parent_pid:
-        threading.Thread(target=_exit_when_parent_dies, args=(args.parent_pid,), daemon=True).start()
+        threading.Thread(target=_exit_when_parent_dies, args=(args.parent_pid, args.forked), daemon=True).start()
 
     import uvicorn
 
