@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 from helpers.runs import load_metrics  # noqa: E402
 from tools.notebooks import NOTEBOOKS_DIR, run_notebook  # noqa: E402
 from helpers.servers import LocalServer  # noqa: E402
+from helpers.servers import forkserver  # noqa: E402
 from token_scan import real_token_values, token_like  # noqa: E402
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -28,6 +29,15 @@ def assert_no_secret(executed: Path) -> None:
     text = executed.read_text(errors="replace")
     assert not token_like(text), f"{executed} contains {token_like(text)}"
     assert not any(v in text for v in real_token_values()), f"{executed} contains the value of a token variable"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_fork_server_per_worker():
+    """Started first, so every server this test process, its notebook kernels and its launched processes start forks
+    from one parent that imported openenv once (helpers/servers/forkserver.py), not from one per kernel."""
+    if not forkserver.turned_off():
+        forkserver.ensure_running()
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,8 @@
 """The benchmarks still run: a smoke test, not a measurement (`make bench` measures).
 
-One cheap benchmark runs end to end through `benchmarks.run_all` (the environment servers at
---size tiny, a few seconds); every other benchmark module is imported and its table rendered from a
-result of the right shape, so a broken import or table fails here without the minutes of training
+The cheap benchmarks run end to end through one `benchmarks.run_all --size tiny` (the environment
+servers, the rollouts and the loss pass; each test reads its part of the results); every other benchmark
+module is imported and its table rendered from a result of the right shape, so a broken import or table fails here without the minutes of training
 and notebook runs the full set costs. Numbers from a tiny run mean nothing, so nothing is compared
 with a threshold beyond "it measured something".
 """
@@ -20,18 +20,27 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run_tiny(tmp_path, name: str) -> dict:
-    """`benchmarks.run_all --size tiny --only NAME` in a subprocess; the results it wrote."""
-    env = {**os.environ, "AGENT_RL_RUNS": str(tmp_path / "runs")}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--only", name,
-                           "--out", str(tmp_path)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+TINY = ("env_servers", "rollouts", "loss_pass")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """`benchmarks.run_all --size tiny --only env_servers,rollouts,loss_pass` once, in a subprocess; the folder of
+    the results, plots and table it wrote (one process: the three tests pay for its imports once)."""
+    out = tmp_path_factory.mktemp("bench")
+    env = {**os.environ, "AGENT_RL_RUNS": str(out / "runs")}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_all", "--size", "tiny", "--only", ",".join(TINY),
+                           "--out", str(out)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads((tmp_path / "results.json").read_text())
+    return out
 
 
-def test_env_server_benchmark_runs_end_to_end(tmp_path):
-    data = _run_tiny(tmp_path, "env_servers")
+def _results(folder: Path) -> dict:
+    return json.loads((folder / "results.json").read_text())
+
+
+def test_env_server_benchmark_runs_end_to_end(tiny_run):
+    data = _results(tiny_run)
     assert data["size"] == "tiny" and data["machine"]["cpus"] >= 1 and data["machine"]["versions"]["trl"]
     servers = data["env_servers"]["servers"]
     assert {"reasoning_gym", "reasoning_gym_baseline"} <= set(servers)
@@ -42,8 +51,8 @@ def test_env_server_benchmark_runs_end_to_end(tmp_path):
             assert server["levels"][-1]["refused_sessions"] == server["levels"][-1]["sessions"] - 1
         else:
             assert all(level["refused_sessions"] == 0 for level in server["levels"]), name
-    assert (tmp_path / "env_servers.png").stat().st_size > 10_000
-    assert "| reasoning_gym | websocket |" in (tmp_path / "results.md").read_text()
+    assert (tiny_run / "env_servers.png").stat().st_size > 10_000
+    assert "| reasoning_gym | websocket |" in (tiny_run / "results.md").read_text()
 
 
 def test_every_benchmark_imports_and_its_table_renders():
@@ -73,12 +82,12 @@ def test_every_benchmark_imports_and_its_table_renders():
     assert "fp32 100 GFLOP/s" in table
 
 
-def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tmp_path):
+def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tiny_run):
     """Both shapes (a GRPO group, an evaluation) run every path on the tiny model: each produces its tokens, is
     reported against the floor computed from the measured GEMM rate, the evaluation paths give the same
     greedy replies as the first batches of 8 (fp32) or as rows kept to the end (bf16), and the trainer's rollouts the
     same tokens with casts reused."""
-    data = _run_tiny(tmp_path, "rollouts")["rollouts"]
+    data = _results(tiny_run)["rollouts"]
     from benchmarks.rollouts import EVAL_PATHS, GROUP_PATHS
 
     assert data["limits"]["fp32_large_gflops"] > 0 and data["limits"]["copy_gb_per_s"] > 0
@@ -100,8 +109,8 @@ def test_rollouts_benchmark_times_every_path_against_the_machine_floor(tmp_path)
             assert row["same_as"] == ("shared_b64_bf16" if name.endswith("_bf16") else "batch8")
             assert row["replies_per_s"] == pytest.approx(evaluation["questions"] / row["seconds"], rel=0.02)
             assert row["shared_prefix_tokens"] > 200          # the system prompt + tool schema
-    assert (tmp_path / "rollouts.png").stat().st_size > 5_000
-    assert "| dropping_b256_bf16 |" in (tmp_path / "results.md").read_text()
+    assert (tiny_run / "rollouts.png").stat().st_size > 5_000
+    assert "| dropping_b256_bf16 |" in (tiny_run / "results.md").read_text()
 
 
 def test_rollouts_benchmark_times_chosen_paths_and_writes_their_replies(tmp_path):
@@ -116,10 +125,10 @@ def test_rollouts_benchmark_times_chosen_paths_and_writes_their_replies(tmp_path
     assert len(first) == data["evaluation"]["questions"] and first == second
 
 
-def test_loss_pass_benchmark_times_every_path_against_the_machine_floor(tmp_path):
+def test_loss_pass_benchmark_times_every_path_against_the_machine_floor(tiny_run):
     """The GRPO loss pass (tiny model): each path forward + backward, timed, reported against its floor and
     against the plain pass; the prompt the rows share is the real system prompt and tool schema."""
-    data = _run_tiny(tmp_path, "loss_pass")["loss_pass"]
+    data = _results(tiny_run)["loss_pass"]
     from benchmarks.loss_pass import PATHS
 
     assert [r["path"] for r in data["results"]] == list(PATHS) and data["tokens_per_row"] > 300
@@ -128,5 +137,5 @@ def test_loss_pass_benchmark_times_every_path_against_the_machine_floor(tmp_path
         assert row["seconds"] > 0 and row["of_floor"] == pytest.approx(row["floor_s"] / row["seconds"], rel=0.05,
                                                                         abs=5e-4)
         assert row["speedup"] == pytest.approx(data["results"][0]["seconds"] / row["seconds"], rel=0.05, abs=5e-3)
-    assert (tmp_path / "loss_pass.png").stat().st_size > 5_000
-    assert "| fp32 | shared |" in (tmp_path / "results.md").read_text()
+    assert (tiny_run / "loss_pass.png").stat().st_size > 5_000
+    assert "| fp32 | shared |" in (tiny_run / "results.md").read_text()

@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from helpers.servers import LocalServer, ServerError, check_reachable, free_port, server_or_url
+from helpers.servers import forkserver
 from helpers.servers.forkserver import VARIABLE, ForkedServer
 
 APP = "tests.server_apps:app"
@@ -151,7 +152,7 @@ def test_server_dies_with_its_parent(tmp_path):
 @pytest.fixture
 def forks(monkeypatch):
     """This process's fork server, even where the caller turned it off."""
-    if os.environ.get(VARIABLE, "").lower() in ("off", "0", "no"):
+    if forkserver.turned_off():
         monkeypatch.delenv(VARIABLE)
 
 
@@ -176,8 +177,6 @@ def test_a_forked_server_is_what_a_fresh_process_would_be(tmp_path, monkeypatch,
 def test_off_or_refused_the_server_starts_as_a_fresh_process(tmp_path, monkeypatch, forks):
     """AGENT_RL_FORKSERVER=off, or a fork server of another checkout (or Python), or one sent garbage before: the
     server is a child process of ours, as it was before the fork server existed."""
-    import helpers.servers.forkserver as forkserver
-
     with LocalServer(APP, log_dir=tmp_path) as server:   # a fork server is running for this process
         assert isinstance(server.process, ForkedServer)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as garbage:

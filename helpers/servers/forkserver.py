@@ -34,6 +34,8 @@ import time
 import traceback
 from pathlib import Path
 
+from helpers.servers import serve
+
 VARIABLE = "AGENT_RL_FORKSERVER"
 # Imported once by the fork server: what every OpenEnv server imports, and the environment libraries our envs/ serve.
 # Only installed libraries, never an environment's own module: a learner who edits envs/... gets the edit on restart.
@@ -47,7 +49,7 @@ def launch(argv: list[str], *, env: dict[str, str], cwd: str, log_path: str, lis
     """Start `python -m helpers.servers.serve *argv` serving on `listener`: forked by the fork server when one is
     available (started here on first use), else as a fresh process. Returns a Popen, or a `ForkedServer` with the
     part of Popen's interface a server's owner uses (pid, poll, wait, returncode)."""
-    if os.environ.get(VARIABLE, "").lower() not in ("off", "0", "no"):
+    if not turned_off():
         with contextlib.suppress(OSError, ValueError, KeyError):
             with _lock:
                 conn = _connect()
@@ -57,6 +59,19 @@ def launch(argv: list[str], *, env: dict[str, str], cwd: str, log_path: str, lis
             [sys.executable, "-m", "helpers.servers.serve", *argv, "--fd", str(listener.fileno())],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
             start_new_session=True, pass_fds=(listener.fileno(),))
+
+
+def turned_off() -> bool:
+    return os.environ.get(VARIABLE, "").lower() in ("off", "0", "no", "false")
+
+
+def ensure_running() -> str:
+    """Start this process's fork server now unless one answers at AGENT_RL_FORKSERVER; return its socket's path.
+    `launch` does this on first use; a test session does it first, so its kernels share one instead of each
+    starting its own."""
+    with _lock:
+        _connect().close()
+    return os.environ[VARIABLE]
 
 
 class ForkedServer:
@@ -192,7 +207,6 @@ def _become_server(request: dict, fd: int, base_path: list[str]) -> int:
     sys.path[:] = [request["cwd"], *extra, *base_path]
     importlib.invalidate_caches()
     sys.argv = ["helpers.servers.serve", *request["argv"], "--fd", str(fd), "--forked"]
-    from helpers.servers import serve
     try:
         serve.main()
     except SystemExit as exc:
@@ -260,7 +274,7 @@ def main() -> None:
     parser.add_argument("--parent-pid", type=int, required=True, help="exit when this process exits")
     parser.add_argument("--path", help="the socket's file, removed at exit")
     args = parser.parse_args()
-    import helpers  # noqa: F401 - start-up settings first, as in every process we start
+    # (`python -m` imported helpers first, so its start-up settings hold here, as in every process we start)
     for name in PRELOAD:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
