@@ -9,8 +9,9 @@ environment, working folder and import path). The second server of a notebook st
 One fork server serves the process that started it and every process started below it (a notebook's kernel, the
 processes of `accelerate launch`): they find it through the variable AGENT_RL_FORKSERVER (its socket). It starts no
 threads of its own (forking a process while another of its threads holds a lock is unsafe), exits when the process
-that started it exits, and reports each server's exit code to the process that asked for that server. Set AGENT_RL_FORKSERVER=off to start every server as a
-fresh process instead; anything that goes wrong with the fork server falls back to that, too.
+that started it exits, and reports each server's exit code to the process that asked for that server. Set
+AGENT_RL_FORKSERVER=off to start every server as a fresh process instead; anything that goes wrong with the fork
+server falls back to that, too, and so does every platform but Linux.
 
     python -m helpers.servers.forkserver --fd N --parent-pid PID    (started by `launch`, never by hand)
 """
@@ -40,6 +41,8 @@ VARIABLE = "AGENT_RL_FORKSERVER"
 # Imported once by the fork server: what every OpenEnv server imports, and the environment libraries our envs/ serve.
 # Only installed libraries, never an environment's own module: a learner who edits envs/... gets the edit on restart.
 PRELOAD = ("uvicorn", "fastapi", "websockets", "openenv.core.env_server", "reasoning_gym", "textarena")
+# Linux only: macOS can crash a child forked after its system frameworks loaded, and Windows has no fork.
+FORKS = sys.platform.startswith("linux")
 _HEADER = struct.Struct("!I")
 _HELPERS = str(Path(__file__).resolve().parents[1])   # this checkout's helpers package
 _lock = threading.Lock()
@@ -49,7 +52,7 @@ def launch(argv: list[str], *, env: dict[str, str], cwd: str, log_path: str, lis
     """Start `python -m helpers.servers.serve *argv` serving on `listener`: forked by the fork server when one is
     available (started here on first use), else as a fresh process. Returns a Popen, or a `ForkedServer` with the
     part of Popen's interface a server's owner uses (pid, poll, wait, returncode)."""
-    if not turned_off():
+    if FORKS and not turned_off():
         with contextlib.suppress(OSError, ValueError, KeyError):
             with _lock:
                 conn = _connect()
@@ -264,8 +267,9 @@ def _serve_requests(listener: socket.socket, parent_pid: int) -> None:
         try:
             conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
             waiting[pid] = conn
-        except OSError:
+        except OSError:   # the requester gave up waiting and started the server itself: this one must not serve
             conn.close()
+            os.kill(pid, signal.SIGKILL)
 
 
 def main() -> None:
