@@ -1,6 +1,7 @@
 """helpers.servers: start, reach, fail clearly, and never leave a server behind."""
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -194,3 +195,34 @@ def test_off_or_refused_the_server_starts_as_a_fresh_process(tmp_path, monkeypat
     with LocalServer(APP, env={"GREETING": "fresh"}, log_dir=tmp_path) as server:
         assert isinstance(server.process, subprocess.Popen)
         assert get_json(server.base_url + "/whoami")["greeting"] == "fresh"
+
+
+def test_a_fork_server_that_dies_loses_no_server_and_the_next_start_gets_a_new_one(tmp_path, forks):
+    """The fork server killed while a server it forked runs (in a process of its own here, with its own fork server):
+    the server keeps serving and its owner still sees it running (poll does not block), sees it end when it is
+    stopped, and the next server starts, forked by a new fork server."""
+    script = textwrap.dedent(f"""
+        import os, signal, sys, json, urllib.request
+        import psutil
+        from helpers.servers import LocalServer
+        first = LocalServer({APP!r}, log_dir={str(tmp_path)!r}).start()
+        old = os.environ["{VARIABLE}"]
+        forker, = [p for p in psutil.Process().children() if "helpers.servers.forkserver" in " ".join(p.cmdline())]
+        forker.kill()
+        forker.wait(10)
+        running = first.process.poll() is None and first.is_running()
+        answers = json.loads(urllib.request.urlopen(first.base_url + "/health", timeout=5).read())["status"]
+        pid = first.process.pid
+        first.stop()
+        stopped = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        second = LocalServer({APP!r}, log_dir={str(tmp_path)!r}, name="second").start()
+        print(json.dumps({{"running": running, "answers": answers, "stopped": stopped,
+                           "new": os.environ["{VARIABLE}"] != old, "forked": type(second.process).__name__}}))
+        second.stop()
+    """)
+    env = {k: v for k, v in os.environ.items() if k != VARIABLE}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.splitlines()[-1]) == {"running": True, "answers": "ok", "stopped": True,
+                                                       "new": True, "forked": "ForkedServer"}

@@ -85,40 +85,46 @@ class ForkedServer:
         self.args = ["helpers.servers.serve (forked)", str(pid)]
 
     def poll(self) -> int | None:
-        if self.returncode is None and select.select([self.conn], [], [], 0)[0]:
-            self._read_exit()
+        if self.returncode is None:
+            if self.conn is not None:
+                if select.select([self.conn], [], [], 0)[0]:
+                    self._read_exit()
+            elif not _alive(self.pid):   # the fork server is gone: the kernel says whether the pid lives
+                self.returncode = -signal.SIGKILL   # its real exit code went with the fork server
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.returncode is None:
+        while self.poll() is None:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(self.args, timeout)
-            if select.select([self.conn], [], [], left if left is not None else None)[0]:
-                self._read_exit()
+            if self.conn is not None:
+                select.select([self.conn], [], [], left)
+            else:
+                time.sleep(0.1 if left is None else min(0.1, left))
         return self.returncode
 
     def _read_exit(self) -> None:
-        data = self.conn.recv(64)
-        self.conn.close()
+        data, conn, self.conn = self.conn.recv(64), self.conn, None
+        conn.close()
         if data:
             self.returncode = int(json.loads(data)["exit"])
-            return
-        # The fork server itself is gone (its starter exited): fall back to asking the kernel whether the pid lives.
-        while _alive(self.pid):
-            time.sleep(0.1)
-        self.returncode = -signal.SIGKILL   # unknown; it did not exit through the fork server
 
 
 def _alive(pid: int) -> bool:
+    """The process exists and has not exited (an exited child nobody reaped yet, a zombie, counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _connect() -> socket.socket:

@@ -1,10 +1,10 @@
 """Start local servers (OpenEnv environments, ORS environments, the teacher) on 127.0.0.1.
 
-Every notebook needs a server it can talk to. Offline, `LocalServer` starts one in a child
-process on a free port, writes its logs to a file (an unread pipe fills up and freezes a server),
-waits for its health endpoint, and stops it when the `with` block ends, when Python exits, or
-when the Jupyter kernel dies (the child watches its parent). Online, pass the hosted URL to
-`server_or_url` instead and nothing is started.
+Every notebook needs a server it can talk to. Offline, `LocalServer` starts one in a process of its own on a
+free port (forked from a parent that imported the server libraries once: forkserver.py), writes its logs to a file
+(an unread pipe fills up and freezes a server), waits for its health endpoint, and stops it when the `with` block
+ends, when Python exits, or when the Jupyter kernel dies (the server watches the process that started it).
+Online, pass the hosted URL to `server_or_url` instead and nothing is started.
 
     with LocalServer("reasoning_gym_env.server.app:app", env={"MAX_CONCURRENT_ENVS": "8"}) as srv:
         client = ReasoningGymEnv(base_url=srv.base_url)
