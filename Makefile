@@ -37,10 +37,9 @@ install: $(STAMP)
 # The test command (CI runs exactly this): every test, every notebook with PROFILE=tiny.
 # Two workers (pytest-xdist), one test file each at a time so a file's servers start once: most of a
 # notebook test is single-threaded (imports, server start-up), so two overlap well even on 2 cores.
-# Files are handed out heaviest first (tests/conftest.py's heaviest_files_first), not by their number of tests.
 TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # Everything but the papermill notebook runs.
 test-fast: install

@@ -78,29 +78,7 @@ def notebook_runner(tmp_path, monkeypatch):
 
 
 def pytest_collection_modifyitems(items):
-    """Tests that execute a notebook are marked `notebook` (`make test-fast` skips them); the files run heaviest
-    first (`heaviest_files_first`)."""
+    """Tests that execute a notebook are marked `notebook` (`make test-fast` skips them)."""
     for item in items:
         if "notebook_runner" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.notebook)
-    items[:] = heaviest_files_first(items)
-
-
-def heaviest_files_first(items: list, runs_file: Path = TESTS_DIR.parent / "docs" / "test-runs.json") -> list:
-    """The tests, their files ordered by the seconds their tests took among the slowest 25 of the last recorded run
-    (docs/test-runs.json), heaviest first; the others after them as collected, each file's tests in their order.
-
-    `make test` hands files to its two workers in this order (`--dist loadfile --no-loadscope-reorder`): a file of
-    minutes handed out last left one core idle for its length (about a minute of a 16-minute run, measured:
-    docs/measurements.md, "The test suite"). No record: the order as collected."""
-    import json
-
-    try:
-        slowest = json.loads(runs_file.read_text())["runs"][-1]["slowest"]
-    except (OSError, ValueError, KeyError, IndexError):
-        return list(items)
-    seconds: dict[str, float] = {}
-    for row in slowest:
-        name = row["test"].split("::")[0]
-        seconds[name] = seconds.get(name, 0.0) + row["seconds"]
-    return sorted(items, key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))

@@ -39,26 +39,3 @@ def test_a_log_is_read_and_recorded_and_the_block_follows(tmp_path, monkeypatch)
 def test_a_log_without_a_summary_is_refused():
     with pytest.raises(ValueError, match="no pytest summary"):
         test_runs.parse_log("collecting ...\nKilled\n")
-
-
-def test_the_heaviest_files_of_the_last_run_go_first_each_files_tests_in_order(tmp_path):
-    """tests/conftest.py orders the files by their seconds among the last run's slowest 25: a file with two slow
-    tests before a file with one slower test, files without a slow test after them as collected; a missing record
-    leaves the collected order."""
-    from types import SimpleNamespace
-
-    from conftest import heaviest_files_first
-
-    collected = [SimpleNamespace(nodeid=n) for n in (
-        "tests/test_a.py::one", "tests/test_b.py::one", "tests/test_b.py::two", "tests/test_c.py::one",
-        "tests/test_d.py::one", "tests/test_d.py::two")]
-    runs = tmp_path / "runs.json"
-    runs.write_text(json.dumps({"runs": [
-        {"slowest": [{"seconds": 99.0, "test": "tests/test_a.py::one"}]},    # an older run: not read
-        {"slowest": [{"seconds": 50.0, "test": "tests/test_c.py::one"},
-                     {"seconds": 30.0, "test": "tests/test_d.py::two"},
-                     {"seconds": 30.0, "test": "tests/test_d.py::one"}]}]}))
-    assert [i.nodeid for i in heaviest_files_first(collected, runs)] == [
-        "tests/test_d.py::one", "tests/test_d.py::two", "tests/test_c.py::one", "tests/test_a.py::one",
-        "tests/test_b.py::one", "tests/test_b.py::two"]
-    assert heaviest_files_first(collected, tmp_path / "absent.json") == collected
