@@ -200,7 +200,7 @@ def test_off_or_refused_the_server_starts_as_a_fresh_process(tmp_path, monkeypat
 def test_a_fork_server_that_dies_loses_no_server_and_the_next_start_gets_a_new_one(tmp_path, forks):
     """The fork server killed while a server it forked runs (in a process of its own here, with its own fork server):
     the server keeps serving and its owner still sees it running (poll does not block), sees it end when it is
-    stopped, and the next server starts, forked by a new fork server."""
+    stopped, and the next server starts, forked by a new fork server; the dead one's socket file is removed."""
     script = textwrap.dedent(f"""
         import os, signal, sys, json, urllib.request
         import psutil
@@ -216,7 +216,7 @@ def test_a_fork_server_that_dies_loses_no_server_and_the_next_start_gets_a_new_o
         first.stop()
         stopped = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         second = LocalServer({APP!r}, log_dir={str(tmp_path)!r}, name="second").start()
-        print(json.dumps({{"running": running, "answers": answers, "stopped": stopped,
+        print(json.dumps({{"running": running, "answers": answers, "stopped": stopped, "litter": os.path.exists(old),
                            "new": os.environ["{VARIABLE}"] != old, "forked": type(second.process).__name__}}))
         second.stop()
     """)
@@ -225,4 +225,4 @@ def test_a_fork_server_that_dies_loses_no_server_and_the_next_start_gets_a_new_o
                          cwd=os.path.dirname(os.path.dirname(__file__)))
     assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads(run.stdout.splitlines()[-1]) == {"running": True, "answers": "ok", "stopped": True,
-                                                       "new": True, "forked": "ForkedServer"}
+                                                       "litter": False, "new": True, "forked": "ForkedServer"}

@@ -135,8 +135,11 @@ def _connect() -> socket.socket:
         try:
             conn.connect(path)
             return conn
-        except OSError:
+        except OSError as exc:
             conn.close()
+            if isinstance(exc, ConnectionRefusedError):   # a killed fork server's socket file: nobody listens
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
     path = os.path.join(tempfile.gettempdir(), f"agent-rl-forkserver-{os.getpid()}-{time.monotonic_ns() % 10**6}")
     repo_root = str(Path(_HELPERS).parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH")) if p)}
