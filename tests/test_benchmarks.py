@@ -3,8 +3,8 @@
 The cheap benchmarks run end to end through one `benchmarks.run_all --size tiny` (the environment
 servers, the rollouts and the loss pass; each test reads its part of the results); every other benchmark
 module is imported and its table rendered from a result of the right shape, so a broken import or table
-fails here without the minutes of training and notebook runs the full set costs. Numbers from a tiny run mean nothing, so nothing is compared
-with a threshold beyond "it measured something".
+fails here without the minutes of training and notebook runs the full set costs. Numbers from a tiny run
+mean nothing, so nothing is compared with a threshold beyond "it measured something".
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ class ForkedServer:
             if self.conn is not None:
                 if select.select([self.conn], [], [], 0)[0]:
                     self._read_exit()
-            elif not _alive(self.pid):   # the fork server is gone: the kernel says whether the pid lives
+            elif not serve.process_alive(self.pid):   # the fork server is gone: the kernel says whether the pid lives
                 self.returncode = -signal.SIGKILL   # its real exit code went with the fork server
         return self.returncode
 
@@ -112,19 +112,11 @@ class ForkedServer:
             self.returncode = int(json.loads(data)["exit"])
 
 
-def _alive(pid: int) -> bool:
-    """The process exists and has not exited (an exited child nobody reaped yet, a zombie, counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
+def with_helpers_importable(env: dict[str, str]) -> dict[str, str]:
+    """`env` with this checkout first on PYTHONPATH: a process started from another folder (a notebook's) must still
+    import `helpers`."""
+    repo_root = str(Path(_HELPERS).parent)
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH")) if p)}
 
 
 def _connect() -> socket.socket:
@@ -141,8 +133,7 @@ def _connect() -> socket.socket:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
     path = os.path.join(tempfile.gettempdir(), f"agent-rl-forkserver-{os.getpid()}-{time.monotonic_ns() % 10**6}")
-    repo_root = str(Path(_HELPERS).parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH")) if p)}
+    env = with_helpers_importable(dict(os.environ))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with listener:   # bound here, so requests queue while the fork server imports
         listener.bind(path)
@@ -229,7 +220,7 @@ def _become_server(request: dict, fd: int, base_path: list[str]) -> int:
 def _serve_requests(listener: socket.socket, parent_pid: int) -> None:
     base_path = [p for p in sys.path[1:] if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     waiting: dict[int, socket.socket] = {}   # server pid -> the connection of whoever asked for it
-    while _alive(parent_pid) and os.getppid() != 1:
+    while serve.process_alive(parent_pid) and os.getppid() != 1:
         ready = select.select([listener], [], [], 0.2)[0]
         while True:   # report the servers that exited
             try:

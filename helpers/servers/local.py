@@ -27,7 +27,7 @@ import urllib.request
 import weakref
 from pathlib import Path
 
-from helpers.servers.forkserver import launch
+from helpers.servers.forkserver import launch, with_helpers_importable
 from helpers.servers.resilient import _span
 
 _RUNNING: weakref.WeakSet = weakref.WeakSet()
@@ -149,10 +149,7 @@ class LocalServer:
         argv = [self.app, "--port", str(self.port), "--parent-pid", str(os.getpid())]
         if self.factory:
             argv.append("--factory")
-        child_env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
-        # The child must import `helpers` even when the notebook runs from another folder.
-        repo_root = str(Path(__file__).resolve().parents[2])
-        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, child_env.get("PYTHONPATH")) if p)
+        child_env = with_helpers_importable({**os.environ, **self.env, "PYTHONUNBUFFERED": "1"})
         with listener:
             self.process = launch(argv, env=child_env, cwd=os.getcwd(), log_path=str(self.log_path),
                                   listener=listener)

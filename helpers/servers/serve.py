@@ -18,14 +18,26 @@ import threading
 import time
 
 
+def process_alive(pid: int) -> bool:
+    """The process exists and has not exited (one that exited but was not reaped yet, a zombie, counts as gone;
+    without /proc, existing is enough)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True   # exists, owned by someone else
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
 def _exit_when_parent_dies(parent_pid: int, forked: bool = False) -> None:
     while True:
-        try:
-            os.kill(parent_pid, 0)
-        except ProcessLookupError:
+        if not process_alive(parent_pid):
             os._exit(0)
-        except PermissionError:
-            pass  # exists, owned by someone else: still alive
         if not forked and os.getppid() == 1:  # re-parented to init: our parent is gone
             os._exit(0)
         time.sleep(1.0)
