@@ -104,3 +104,13 @@ def test_the_commit_is_marked_for_changes_outside_the_pages_this_command_writes(
     assert "uncommitted" not in reference_runs.commit()
     (tmp_path / "helpers.py").write_text("x = 2\n")
     assert reference_runs.commit().endswith(" (with uncommitted changes)")
+
+
+def test_a_cpu_is_named_by_the_vector_units_that_decide_its_precision():
+    """A Xeon that exposes AVX-512 but not its BF16 trains in fp32: it is named so, not "AVX2 only" (it once was)."""
+    from tools.reference_runs import vector_units
+
+    avx2 = {"sse4_2", "avx", "avx2", "fma"}
+    assert vector_units(avx2 | {"avx512f", "avx512bw", "avx512_bf16"}) == "AVX-512 BF16"
+    assert vector_units(avx2 | {"avx512f", "avx512bw", "avx512_vnni"}) == "AVX-512 without BF16"
+    assert vector_units(avx2) == "AVX2 only" and vector_units({"sse4_2"}) == "no AVX2"

@@ -46,8 +46,17 @@ def machine() -> str:
         if "cpu family" in info:   # a virtual machine may name only the vendor ("AMD EPYC")
             model += f" (family {info['cpu family']}, model {info.get('model', '?')})"
         flags = set(info.get("flags", "").split())
-    units = "AVX-512 BF16" if "avx512_bf16" in flags else "AVX2 only" if "avx2" in flags else "no AVX2"
-    return f"{model}, {os.cpu_count()} cores, {units}" if flags else f"{model}, {os.cpu_count()} cores"
+    return f"{model}, {os.cpu_count()} cores, {vector_units(flags)}" if flags else f"{model}, {os.cpu_count()} cores"
+
+
+def vector_units(flags: set[str]) -> str:
+    """The vector units that decide a CPU's precision, from its /proc/cpuinfo flags. AVX-512 without BF16 is its own
+    case: a Xeon may expose one without the other (it trains in fp32, like an AVX2-only CPU)."""
+    if "avx512_bf16" in flags:
+        return "AVX-512 BF16"
+    if "avx512f" in flags:
+        return "AVX-512 without BF16"
+    return "AVX2 only" if "avx2" in flags else "no AVX2"
 
 
 def commit() -> str:
