@@ -133,7 +133,7 @@ def test_the_numbers_a_verdict_prints_are_the_results_pages(machine, monkeypatch
     from helpers.reporting.results import RUNS_FILE, change_text, load_runs, shipped_summary
 
     monkeypatch.setattr(results, "hardware_class", lambda: machine)
-    page = (RUNS_FILE.parent / "results.md").read_text()
+    page, records = (RUNS_FILE.parent / "results.md").read_text(), load_runs()["runs"]
     for notebook, by_profile in load_references().items():
         for profile, entry in by_profile.items():
             for position, text in entry.get("meaning", {}).items():   # names and links only: no typed numbers
@@ -142,7 +142,7 @@ def test_the_numbers_a_verdict_prints_are_the_results_pages(machine, monkeypatch
             band = reference_band(notebook, key, profile)
             verdict = where_run_sits([{"step": step, key: 0.5} for step in band.steps], band).message
             where, shipped = next((where, summary) for where in dict.fromkeys((machine, "cpu-avx512"))
-                                  if (summary := shipped_summary(load_runs()["runs"], notebook, where, profile=profile))
+                                  if (summary := shipped_summary(records, notebook, where, profile=profile))
                                   and summary["mean"] is not None)
             assert f"as shipped on `{where}`: " in verdict, verdict
             assert change_text(shipped) in verdict and f"| {change_text(shipped)} |" in page
